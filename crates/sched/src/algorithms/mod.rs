@@ -1,0 +1,10 @@
+//! The scheduling algorithms, one file each. Register a new one in [`crate::registry`].
+
+pub mod drr;
+pub mod drr_sfo;
+pub mod fifo;
+pub mod prio;
+pub mod scfq;
+pub mod self_clocked;
+pub mod stfq;
+pub mod wf2qp;

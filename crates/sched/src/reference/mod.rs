@@ -1,0 +1,1 @@
+//! Exact reference models, slow and obviously correct, to check the algorithms against.

@@ -1,0 +1,310 @@
+//! The list of algorithms: the one place a new algorithm is registered.
+//!
+//! The CLI, the benchmarks and the conformance tests iterate [`algorithms`], and build
+//! schedulers by name through [`visit`] (monomorphised: the caller's hot loop is compiled
+//! once per algorithm, as ripgrep does with its matchers) or [`build`] (boxed, for code off
+//! the data path).
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::algorithms::{drr::Drr, drr_sfo::DrrSfo, fifo::Fifo, prio::Prio, scfq::Scfq};
+use crate::algorithms::{stfq::Stfq, wf2qp::Wf2qPlus};
+use crate::error::ConfigError;
+use crate::packet::Packet;
+use crate::policy::{Policy, Sched};
+use crate::scheduler::Scheduler;
+
+/// What kind of service an algorithm gives, which decides the properties it is tested for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceClass {
+    /// One queue in arrival order.
+    Fifo,
+    /// Strict priority between bands.
+    StrictPriority,
+    /// Shares proportional to weights.
+    WeightedFair,
+}
+
+/// A named parameter of an algorithm.
+#[derive(Clone, Copy, Debug)]
+pub struct ParamInfo {
+    /// Name as written on the command line (`quantum=1500`).
+    pub name: &'static str,
+    /// Default value, as text.
+    pub default: &'static str,
+    /// One-line description.
+    pub help: &'static str,
+}
+
+/// Description of an algorithm.
+#[derive(Clone, Copy, Debug)]
+pub struct AlgorithmInfo {
+    /// Canonical name.
+    pub name: &'static str,
+    /// Other accepted names (dummynet's names among them).
+    pub aliases: &'static [&'static str],
+    /// One-line description.
+    pub summary: &'static str,
+    /// Cost per enqueue/dequeue, in the number of flows N.
+    pub complexity: &'static str,
+    /// The service guarantee, in words.
+    pub guarantee: &'static str,
+    /// Paper or reference the implementation follows.
+    pub source: &'static str,
+    /// Source file, relative to the crate.
+    pub file: &'static str,
+    /// Kind of service.
+    pub class: ServiceClass,
+    /// Parameters and defaults.
+    pub params: &'static [ParamInfo],
+}
+
+impl AlgorithmInfo {
+    /// Whether `name` is this algorithm's name or one of its aliases.
+    pub fn answers_to(&self, name: &str) -> bool {
+        self.name.eq_ignore_ascii_case(name)
+            || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    }
+}
+
+/// Algorithm parameters as `key=value` pairs, in the order given.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// No parameters: every algorithm's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `key=value`.
+    pub fn set(mut self, key: &str, value: impl fmt::Display) -> Self {
+        self.0.push((key.to_owned(), value.to_string()));
+        self
+    }
+
+    /// The pairs.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
+
+    /// The last value given for `key`, parsed, or `None` when absent. Errors name the
+    /// algorithm, the key and the value.
+    pub fn get<T>(&self, info: &AlgorithmInfo, key: &str) -> Result<Option<T>, ConfigError>
+    where
+        T: FromStr,
+        T::Err: fmt::Display,
+    {
+        match self.0.iter().rev().find(|(k, _)| k == key) {
+            None => Ok(None),
+            Some((_, v)) => v
+                .parse()
+                .map(Some)
+                .map_err(|e: T::Err| ConfigError::BadParam {
+                    alg: info.name,
+                    key: key.to_owned(),
+                    value: v.clone(),
+                    reason: e.to_string(),
+                }),
+        }
+    }
+
+    /// Checks that every key is a parameter of `info`.
+    pub fn check_known(&self, info: &AlgorithmInfo) -> Result<(), ConfigError> {
+        for (k, _) in &self.0 {
+            if !info.params.iter().any(|p| p.name == k) {
+                let known = info.params.iter().map(|p| p.name).collect::<Vec<_>>();
+                return Err(ConfigError::UnknownParam {
+                    alg: info.name,
+                    key: k.clone(),
+                    known: if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A range-checked value with a default, for [`Policy::from_params`].
+    pub fn get_in<T>(
+        &self,
+        info: &AlgorithmInfo,
+        key: &str,
+        default: T,
+        range: std::ops::RangeInclusive<T>,
+    ) -> Result<T, ConfigError>
+    where
+        T: FromStr + PartialOrd + fmt::Display + Copy,
+        T::Err: fmt::Display,
+    {
+        let v = self.get(info, key)?.unwrap_or(default);
+        if range.contains(&v) {
+            Ok(v)
+        } else {
+            Err(ConfigError::BadParam {
+                alg: info.name,
+                key: key.to_owned(),
+                value: v.to_string(),
+                reason: format!("must be {}..={}", range.start(), range.end()),
+            })
+        }
+    }
+}
+
+impl FromStr for Params {
+    type Err = String;
+
+    /// Parses `key=value[,key=value...]`; the empty string is no parameters.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut p = Params::new();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("'{item}' is not key=value"))?;
+            if k.trim().is_empty() {
+                return Err(format!("'{item}' has an empty key"));
+            }
+            p = p.set(k.trim(), v.trim());
+        }
+        Ok(p)
+    }
+}
+
+/// Code run once per algorithm with the concrete scheduler type, so that its loops are
+/// monomorphised.
+pub trait SchedulerVisitor<P: Packet + 'static> {
+    /// What the visit returns.
+    type Output;
+    /// Called with the scheduler built by [`visit`].
+    fn visit<S: Scheduler<P> + 'static>(self, sched: S) -> Self::Output;
+}
+
+macro_rules! registry {
+    ($($policy:ty),* $(,)?) => {
+        /// Every registered algorithm, in the order of the list.
+        pub fn algorithms() -> &'static [AlgorithmInfo] {
+            const ALL: &[AlgorithmInfo] = &[$(<$policy as Policy>::INFO),*];
+            ALL
+        }
+
+        /// Builds the scheduler named `name` with `params` and room for `capacity` packets,
+        /// and hands it to `visitor`.
+        pub fn visit<P: Packet + 'static, V: SchedulerVisitor<P>>(
+            name: &str,
+            params: &Params,
+            capacity: u32,
+            visitor: V,
+        ) -> Result<V::Output, ConfigError> {
+            let info = lookup(name)?;
+            params.check_known(info)?;
+            $(
+                if info.name == <$policy as Policy>::INFO.name {
+                    let alg = <$policy as Policy>::from_params(params)?;
+                    let sched = Sched::<$policy, P>::new(alg, capacity)?;
+                    return Ok(visitor.visit(sched));
+                }
+            )*
+            unreachable!("lookup returned a registered algorithm")
+        }
+    };
+}
+
+// The list. A new algorithm is one file in `algorithms/` and one entry here.
+registry!(Fifo, Prio, Drr, DrrSfo, Wf2qPlus, Stfq, Scfq);
+
+/// The algorithm called `name` (canonical name or alias, any case).
+pub fn lookup(name: &str) -> Result<&'static AlgorithmInfo, ConfigError> {
+    algorithms()
+        .iter()
+        .find(|a| a.answers_to(name))
+        .ok_or_else(|| ConfigError::UnknownAlgorithm {
+            name: name.to_owned(),
+            known: algorithms()
+                .iter()
+                .map(|a| a.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+struct Boxer;
+
+impl<P: Packet + 'static> SchedulerVisitor<P> for Boxer {
+    type Output = Box<dyn Scheduler<P>>;
+    fn visit<S: Scheduler<P> + 'static>(self, sched: S) -> Self::Output {
+        Box::new(sched)
+    }
+}
+
+/// Builds the scheduler named `name` behind a trait object.
+pub fn build<P: Packet + 'static>(
+    name: &str,
+    params: &Params,
+    capacity: u32,
+) -> Result<Box<dyn Scheduler<P>>, ConfigError> {
+    visit(name, params, capacity, Boxer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::Desc;
+
+    #[test]
+    fn names_and_aliases_are_unique() {
+        let mut names: Vec<String> = Vec::new();
+        for a in algorithms() {
+            names.push(a.name.to_ascii_lowercase());
+            names.extend(a.aliases.iter().map(|s| s.to_ascii_lowercase()));
+        }
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n, "a name or alias is registered twice");
+    }
+
+    #[test]
+    fn lookup_accepts_aliases_and_names_unknowns() {
+        assert_eq!(lookup("WF2QP").unwrap().name, "wf2q+");
+        assert_eq!(lookup("rr").unwrap().name, "drr");
+        let e = lookup("nosuch").unwrap_err().to_string();
+        assert!(e.contains("'nosuch'") && e.contains("fifo"), "{e}");
+    }
+
+    #[test]
+    fn every_algorithm_builds_with_defaults() {
+        for a in algorithms() {
+            let s = build::<Desc>(a.name, &Params::new(), 16).unwrap();
+            assert_eq!(s.info().name, a.name);
+            for p in a.params {
+                // every documented default parses
+                let params = Params::new().set(p.name, p.default);
+                build::<Desc>(a.name, &params, 16).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn bad_parameters_name_key_and_value() {
+        let e = build::<Desc>("drr", &"quantum=abc".parse().unwrap(), 16)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("'abc'") && e.contains("quantum"), "{e}");
+        let e = build::<Desc>("drr", &"bogus=1".parse().unwrap(), 16)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("'bogus'") && e.contains("quantum"), "{e}");
+        let e = build::<Desc>("fifo", &Params::new(), 0)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("capacity 0"), "{e}");
+        assert!("quantum".parse::<Params>().is_err());
+    }
+}

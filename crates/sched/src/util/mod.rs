@@ -1,0 +1,4 @@
+//! Building blocks shared by the algorithms.
+
+pub mod flowlist;
+pub mod heap;
