@@ -37,10 +37,24 @@
 //!
 //! # Complexity and guarantee
 //!
-//! O(log N) per packet (each packet moves its flow at most once between heaps). Optimal
-//! worst-case fairness (QFQ+ paper, footnote 5 and Theorem 4 with `Delta S^- = 0`,
-//! `Delta S^+ = L_i / phi_i`, no output queue): B-WFI_i <= (2 - phi_i) L_i + L and
-//! T-WFI_i <= 2 L_i / (phi_i R) + (L - L_i) / R.
+//! O(log N) per packet (each packet moves its flow at most once between heaps).
+//!
+//! Worst-case fairness, from Theorems 4 and 5 of the QFQ+ paper (A.21, A.24) with WF2Q+'s
+//! `Delta S^- = 0`, `Delta S^+ = L_i / phi_i` (appendix A.3), `L_i` the flow's and `L` the
+//! largest packet, `R` the link rate:
+//!
+//! ```text
+//! B-WFI_i <= phi_i DW + (2 - phi_i) L_i + L
+//! T-WFI_i <= (2 L_i / phi_i + DW + L - L_i) / R
+//! ```
+//!
+//! `DW` is how far the work handed out by the scheduler may run ahead of the link (A.5).
+//! The clock here is charged when a packet is *dequeued*, as the paper's model of a real
+//! system does (appendix A.4, Figure A.9 B), so even with no transmit queue the packet on
+//! the wire counts: `DW = L` plus the size of any transmit queue behind the scheduler
+//! (section 4: "Q is equal to the size of the transmit queue, in bits, plus the maximum
+//! possible packet size"). The reference tests (`tests/guarantees.rs`) check these bounds
+//! on random workloads and show a case where the `DW = 0` bound is exceeded.
 
 use crate::error::ConfigError;
 use crate::flow::FlowParams;
@@ -135,7 +149,7 @@ impl Policy for Wf2qPlus {
         aliases: &["wf2qp", "wf2qplus"],
         summary: "exact WF2Q+: eligible flow with the smallest virtual finish time",
         complexity: "O(log N)",
-        guarantee: "B-WFI <= (2 - phi) L_i + L; T-WFI <= 2 L_i/(phi R) + (L - L_i)/R",
+        guarantee: "B-WFI <= phi Q + (2 - phi) L_i + L, Q = tx queue + L (QFQ+ paper Thm 4, 5)",
         source: "Bennett, Zhang, ToN 1997; QFQ+ paper appendix A.2",
         file: "src/algorithms/wf2qp.rs",
         class: ServiceClass::WeightedFair,

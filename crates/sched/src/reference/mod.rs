@@ -1,1 +1,16 @@
 //! Exact reference models, slow and obviously correct, to check the algorithms against.
+//!
+//! - [`trace`]: arrival sequences and transmission traces;
+//! - [`link`]: drives any scheduler with an arrival sequence on a constant-rate link;
+//! - [`gps`]: the fluid GPS system, exact and event-driven;
+//! - [`wfi`]: measured T-WFI and B-WFI of a trace, and its lag and delay against GPS;
+//! - [`model`]: per-flow FIFO queues with limits and counters, no policy: what every
+//!   scheduler must agree with except for the order between flows;
+//! - [`wf2qp_linear`]: WF2Q+ by linear scan, the oracle for the heap-based one.
+
+pub mod gps;
+pub mod link;
+pub mod model;
+pub mod trace;
+pub mod wf2qp_linear;
+pub mod wfi;
