@@ -1,1 +1,392 @@
-fn main() {}
+//! `pspat`: the command-line front end. Glue only: parsing, printing, exit codes.
+//!
+//! Exit codes: 0 success, 2 usage error (bad option, flowset, algorithm, parameter),
+//! 1 run-time failure (a benchmark run that exposed a scheduler bug). Errors print as one
+//! line, `error: <cause chain>`.
+
+#![forbid(unsafe_code)]
+
+mod compat;
+mod table;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use pspat_harness::{number, run as harness, BenchReport, BenchSpec, Num, Pattern};
+use pspat_sched::registry::{algorithms, Params};
+use serde::Serialize;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "pspat",
+    version,
+    about = "pspat: a fast, trustworthy software packet scheduler (PSPAT architecture)",
+    after_help = "dummynet's single-dash long options (-alg, -qmin, -flowsets, ...) are \
+                  accepted everywhere: they are rewritten to --alg, --qmin, ... before parsing."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The main job. Until the PSPAT engine exists, benchmarks every registered scheduler
+    /// on a default scenario and prints a comparison table.
+    Run(RunArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: Bench,
+    },
+    /// Lists the registered scheduling algorithms.
+    Algorithms {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum Bench {
+    /// Scheduler benchmark, compatible with dummynet's userspace `test` program.
+    #[command(
+        long_about = "Scheduler benchmark, compatible with FreeBSD dummynet's userspace `test` \
+program (sys/netpfil/ipfw/test): same options, same loop, same output line, so both run \
+side by side on the same flowsets.\n\n\
+Each of -n iterations enqueues one generated packet or dequeues one: the harness fills until \
+qmax packets are pending, then drains down to qmin, and so on. Packets go to the flow with \
+the lowest backlog (smooth), or in bursts of 1..16w packets (bursty). Prints the time per \
+enqueue+dequeue pair (packet generation included) and the worst-case fairness index in \
+bytes, then a line of counts and checks.\n\n\
+Numbers take dummynet's suffixes: K (x1000), M (x10^6), k (x1024), m (x1024^2); for -qmin \
+and -qmax, n means 'per flow' (4n = 4 x the number of flows).",
+        after_help = "Examples:\n  pspat bench sched -alg wf2qp -n 10M -qmin 4n -qmax 30n -flowsets 1::1024\n  \
+pspat bench sched --alg drr --flowsets 1-8-4:1500:16 --pattern bursty --json\n\n\
+dummynet's single-dash long options (-alg, -qmin, -qmax, -flowsets, -flows, -len, -burst) \
+are rewritten to --alg, ... before parsing; -n and -d are short options."
+    )]
+    Sched(SchedArgs),
+}
+
+#[derive(Args, Debug)]
+struct SchedArgs {
+    /// Algorithm: a name or alias from `pspat algorithms` (dummynet's fifo, prio, rr,
+    /// wf2qp...), or `none`: no scheduler, the harness's own FIFO (the overhead baseline;
+    /// dummynet's default).
+    #[arg(long, value_name = "NAME", default_value = "none")]
+    alg: String,
+    /// Loop iterations; each enqueues or dequeues one packet.
+    #[arg(short = 'n', long = "loops", value_name = "N", default_value = "10M",
+          value_parser = number::parse_abs)]
+    loops: u64,
+    /// Drain down to this many pending packets (n: per flow).
+    #[arg(long, value_name = "X", default_value = "1n", value_parser = number::parse)]
+    qmin: Num,
+    /// Fill up to this many pending packets (n: per flow); raised to qmin+1 if not above.
+    #[arg(long, value_name = "X", default_value = "20n", value_parser = number::parse)]
+    qmax: Num,
+    /// Flowsets weight:len:flows[,...]; weight and len may be ranges min-max[-steps];
+    /// empty fields take defaults (weight 1, -len, 1 flow). E.g. 1::512,8::64.
+    #[arg(long, value_name = "W:LEN:FLOWS,...")]
+    flowsets: Option<String>,
+    /// Number of flows of weight 1 when no -flowsets is given (ignored otherwise).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = number::parse_abs)]
+    flows: u64,
+    /// Packet length for flowsets that leave len empty (dummynet parses -len but ignores
+    /// it; both default to 1000).
+    #[arg(long, value_name = "BYTES", default_value = "1000", value_parser = number::parse_u32)]
+    len: u32,
+    /// Arrival pattern (QFQ+ paper, section 8).
+    #[arg(long, value_enum, default_value_t = PatternArg::Smooth)]
+    pattern: PatternArg,
+    /// Seed of the bursty pattern's random generator.
+    #[arg(long, value_name = "S", default_value = "1", value_parser = number::parse_abs)]
+    seed: u64,
+    /// Algorithm parameters key=value[,...] (see `pspat algorithms`). For strict-priority
+    /// algorithms the flowset weight is the priority (1 first) and bands defaults to 64.
+    #[arg(long, value_name = "K=V,...", default_value = "")]
+    params: Params,
+    /// Scheduler capacity in packets [default: qmax plus the largest burst].
+    #[arg(long, value_name = "PKTS", value_parser = number::parse_abs)]
+    capacity: Option<u64>,
+    /// Print one JSON object with every field instead of the two lines.
+    #[arg(long)]
+    json: bool,
+    /// Accepted and ignored (dummynet parses -burst but does not use it).
+    #[arg(long, value_name = "N")]
+    burst: Option<String>,
+    /// Debug level: accepted and ignored (dummynet's -d).
+    #[arg(short = 'd', value_name = "LEVEL")]
+    debug: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum PatternArg {
+    /// One packet at a time to a least-backlogged flow (dummynet's).
+    Smooth,
+    /// Bursts of uniform 1..=16w packets to a least-backlogged flow.
+    Bursty,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Loop iterations per algorithm.
+    #[arg(short = 'n', long = "loops", value_name = "N", default_value = "2M",
+          value_parser = number::parse_abs)]
+    loops: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// An error the user can fix by changing the command line (exit code 2).
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}`: the whole cause chain on one line.
+            eprintln!("error: {e:#}");
+            let usage = e.downcast_ref::<Usage>().is_some()
+                || e.downcast_ref::<pspat_harness::Error>()
+                    .is_some_and(pspat_harness::Error::is_usage);
+            ExitCode::from(if usage { 2 } else { 1 })
+        }
+    }
+}
+
+/// Writes `text` and a newline to stdout. A closed pipe (`pspat ... | head -1`) is not an
+/// error: the reader has what it wanted.
+fn emit(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+fn run() -> Result<()> {
+    let args = compat::gnu_args(std::env::args());
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind::*;
+            if matches!(
+                e.kind(),
+                DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                e.exit();
+            }
+            // clap's message is several lines (usage, tips): keep the first.
+            let msg = e.to_string();
+            let first = msg.lines().next().unwrap_or("invalid command line");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            return Err(Usage(format!("{first} (see --help)")).into());
+        }
+    };
+    match cli.command {
+        Command::Run(args) => main_job(&args),
+        Command::Bench {
+            what: Bench::Sched(args),
+        } => bench_sched(args),
+        Command::Algorithms { json } => list_algorithms(json),
+    }
+}
+
+fn bench_sched(a: SchedArgs) -> Result<()> {
+    let _ignored = (a.burst, a.debug);
+    let spec = BenchSpec {
+        alg: a.alg,
+        loops: a.loops,
+        qmin: a.qmin,
+        qmax: a.qmax,
+        flowsets: a.flowsets,
+        flows: a.flows,
+        len: a.len,
+        pattern: match a.pattern {
+            PatternArg::Smooth => Pattern::Smooth,
+            PatternArg::Bursty => Pattern::Bursty,
+        },
+        seed: a.seed,
+        params: a.params,
+        capacity: a.capacity,
+    };
+    let report = harness::run(&spec)?;
+    if a.json {
+        emit(&serde_json::to_string(&report)?)?;
+    } else {
+        emit(&report.to_string())?;
+    }
+    report.check()?;
+    Ok(())
+}
+
+fn list_algorithms(json: bool) -> Result<()> {
+    let params = |a: &pspat_sched::AlgorithmInfo| {
+        a.params
+            .iter()
+            .map(|p| format!("{}={}", p.name, p.default))
+            .collect::<Vec<_>>()
+    };
+    if json {
+        let list: Vec<_> = algorithms()
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "name": a.name,
+                    "aliases": a.aliases,
+                    "summary": a.summary,
+                    "complexity": a.complexity,
+                    "guarantee": a.guarantee,
+                    "source": a.source,
+                    "file": a.file,
+                    "class": format!("{:?}", a.class),
+                    "params": a.params.iter().map(|p| serde_json::json!({
+                        "name": p.name, "default": p.default, "help": p.help,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        emit(&serde_json::to_string_pretty(&list)?)?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = algorithms()
+        .iter()
+        .map(|a| {
+            let p = params(a);
+            vec![
+                a.name.to_owned(),
+                dash_if_empty(a.aliases.join(",")),
+                a.complexity.to_owned(),
+                a.guarantee.to_owned(),
+                a.source.to_owned(),
+                a.file.to_owned(),
+                dash_if_empty(p.join(",")),
+            ]
+        })
+        .collect();
+    let table = table::render(
+        &[
+            "NAME",
+            "ALIASES",
+            "COMPLEXITY",
+            "GUARANTEE",
+            "SOURCE",
+            "FILE",
+            "PARAMETERS",
+        ],
+        &rows,
+        &[],
+    );
+    emit(&format!(
+        "{table}also: none (no scheduler: the benchmark harness's own FIFO, its overhead \
+         baseline)"
+    ))?;
+    Ok(())
+}
+
+fn dash_if_empty(s: String) -> String {
+    if s.is_empty() {
+        "-".to_owned()
+    } else {
+        s
+    }
+}
+
+/// The scenario `pspat run` benchmarks until the engine exists.
+const RUN_FLOWSETS: &str = "1::512,8::64";
+
+#[derive(Serialize)]
+struct RunOutput<'a> {
+    note: &'static str,
+    flowsets: &'static str,
+    qmin: String,
+    qmax: String,
+    pattern: &'static str,
+    loops: u64,
+    results: &'a [BenchReport],
+}
+
+const RUN_NOTE: &str = "the PSPAT engine is not built yet; `pspat run` proper arrives with the \
+                        engine issue. Until then it benchmarks every registered scheduler with \
+                        the `pspat bench sched` harness.";
+
+fn main_job(a: &RunArgs) -> Result<()> {
+    let (qmin, qmax) = (Num::PerFlow(4), Num::PerFlow(30));
+    if !a.json {
+        emit(&format!("pspat run: {RUN_NOTE}"))?;
+        emit(&format!(
+            "scenario: -flowsets {RUN_FLOWSETS} -qmin {qmin} -qmax {qmax} -n {}, smooth \
+             arrivals; ns/pair = wall time per enqueue+dequeue, packet generation included",
+            a.loops
+        ))?;
+    }
+    let names = std::iter::once("none").chain(algorithms().iter().map(|i| i.name));
+    let mut reports = Vec::new();
+    for name in names {
+        let spec = BenchSpec {
+            alg: name.to_owned(),
+            loops: a.loops,
+            qmin,
+            qmax,
+            flowsets: Some(RUN_FLOWSETS.to_owned()),
+            ..BenchSpec::default()
+        };
+        let r = harness::run(&spec).with_context(|| format!("benchmarking '{name}'"))?;
+        r.check()?;
+        reports.push(r);
+    }
+    if a.json {
+        let out = RunOutput {
+            note: RUN_NOTE,
+            flowsets: RUN_FLOWSETS,
+            qmin: qmin.to_string(),
+            qmax: qmax.to_string(),
+            pattern: Pattern::Smooth.name(),
+            loops: a.loops,
+            results: &reports,
+        };
+        return emit(&serde_json::to_string(&out)?);
+    }
+    let rows: Vec<Vec<String>> = reports
+        .iter()
+        .map(|r| {
+            vec![
+                r.sched.clone(),
+                format!("{:.1}", r.ns_per_pair),
+                format!("{:.2}", r.wfi_bytes),
+                r.drops_total.to_string(),
+                r.enqueued.to_string(),
+                r.dequeued.to_string(),
+            ]
+        })
+        .collect();
+    let table = table::render(
+        &[
+            "alg",
+            "ns/pair",
+            "wfi(bytes)",
+            "drops",
+            "enqueued",
+            "dequeued",
+        ],
+        &rows,
+        &[1, 2, 3, 4, 5],
+    );
+    emit(&format!(
+        "{table}(none: no scheduler, the harness overhead; wfi means nothing for fifo and prio)"
+    ))
+}

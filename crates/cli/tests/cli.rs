@@ -1,0 +1,286 @@
+//! End-to-end tests of the `pspat` binary: small runs, bounded in time.
+
+use assert_cmd::Command;
+use pspat_sched::registry::algorithms;
+
+fn pspat() -> Command {
+    Command::cargo_bin("pspat").expect("the pspat binary is built")
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Out {
+    let out = pspat().args(args).output().expect("pspat runs");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
+}
+
+/// `key=value` tokens of a summary line.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|t| t.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+}
+
+#[test]
+fn bench_sched_prints_dummynets_line() {
+    let o = run(&[
+        "bench",
+        "sched",
+        "-alg",
+        "wf2qp",
+        "-n",
+        "20K",
+        "-qmin",
+        "4n",
+        "-qmax",
+        "30n",
+        "-flowsets",
+        "1::16,4::4",
+    ]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", o.stdout);
+    let summary = lines[0];
+    assert_eq!(field(summary, "sched"), "wf2q+");
+    assert_eq!(field(summary, "flow"), "1::16,4::4");
+    let wfi: f64 = field(summary, "wfi").parse().unwrap();
+    assert!(wfi >= 0.0);
+    // time=S.MMM sec (N nsec)
+    let time = field(summary, "time");
+    assert!(time.parse::<f64>().is_ok(), "{summary}");
+    let nsec = summary
+        .split('(')
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert!(nsec.parse::<u64>().unwrap() > 0, "{summary}");
+    let details = lines[1];
+    assert_eq!(field(details, "flows"), "20");
+    assert_eq!(field(details, "qmin"), "80");
+    assert_eq!(field(details, "qmax"), "600");
+    assert_eq!(field(details, "loops"), "20000");
+    assert_eq!(field(details, "mismatches"), "0");
+    assert_eq!(field(details, "drops"), "0");
+    let enq: u64 = field(details, "enq").parse().unwrap();
+    let deq: u64 = field(details, "deq").parse().unwrap();
+    assert_eq!(enq + deq, 20_000);
+}
+
+#[test]
+fn gnu_options_work_too() {
+    let o = run(&[
+        "bench",
+        "sched",
+        "--alg",
+        "drr",
+        "--loops",
+        "5000",
+        "--flows",
+        "8",
+        "--len",
+        "1500",
+        "--pattern",
+        "bursty",
+        "--seed",
+        "7",
+        "--burst",
+        "3",
+        "-d",
+        "2",
+    ]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.starts_with("sched=drr "), "{}", o.stdout);
+    assert_eq!(field(&o.stdout, "flow"), "1::8");
+    assert_eq!(field(o.stdout.lines().nth(1).unwrap(), "pattern"), "bursty");
+}
+
+#[test]
+fn json_has_every_field() {
+    let o = run(&[
+        "bench",
+        "sched",
+        "-alg",
+        "prio",
+        "-n",
+        "10000",
+        "-flowsets",
+        "1::4,3::2",
+        "--json",
+    ]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("one JSON object");
+    assert_eq!(v["sched"], "prio");
+    assert_eq!(v["params"], "bands=64");
+    assert_eq!(v["flows"], 6);
+    assert_eq!(v["loops_run"], 10000);
+    assert_eq!(v["mismatches"], 0);
+    assert_eq!(v["flowset_list"][1]["weight"], 3);
+    assert_eq!(v["flowset_list"][1]["len"], 1000);
+    for key in [
+        "ns_per_pair",
+        "elapsed_ns",
+        "enqueue_attempts",
+        "enqueued",
+        "dequeued",
+        "drops",
+        "drops_total",
+        "wfi_bytes",
+        "wfi_flow",
+        "qmin",
+        "qmax",
+        "capacity",
+        "pattern",
+        "seed",
+        "pending_end",
+        "sched_backlog_end",
+        "order_errors",
+        "lost",
+        "sched_counters",
+    ] {
+        assert!(v.get(key).is_some(), "no {key} in {v}");
+    }
+}
+
+/// Runs a command expected to fail with a usage error naming `token`.
+fn usage_error(args: &[&str], token: &str) {
+    let o = run(args);
+    assert_eq!(o.code, 2, "{args:?}: {}{}", o.stdout, o.stderr);
+    assert!(o.stdout.is_empty(), "{args:?}: {}", o.stdout);
+    assert_eq!(
+        o.stderr.lines().count(),
+        1,
+        "{args:?}: one line: {}",
+        o.stderr
+    );
+    assert!(o.stderr.starts_with("error: "), "{args:?}: {}", o.stderr);
+    assert!(
+        o.stderr.contains(token),
+        "{args:?}: {token} not in {}",
+        o.stderr
+    );
+}
+
+#[test]
+fn usage_errors_are_one_line_naming_the_token() {
+    usage_error(&["bench", "sched", "-alg", "nosuch"], "'nosuch'");
+    usage_error(
+        &["bench", "sched", "-alg", "fifo", "-flowsets", "0:1500:4"],
+        "'0:1500:4'",
+    );
+    usage_error(
+        &["bench", "sched", "-alg", "fifo", "-flowsets", "0:1500:4"],
+        "invalid weight '0'",
+    );
+    usage_error(&["bench", "sched", "-flowsets", "1:x:4"], "len 'x'");
+    usage_error(&["bench", "sched", "-flowsets", "1::4,"], "'1::4,'");
+    usage_error(
+        &["bench", "sched", "-alg", "prio", "-flowsets", "65::1"],
+        "'65::1'",
+    );
+    usage_error(&["bench", "sched", "-qmin", "4x"], "'4x'");
+    usage_error(&["bench", "sched", "-n", "3n"], "'3n'");
+    usage_error(
+        &["bench", "sched", "-alg", "drr", "--params", "quantum=abc"],
+        "'abc'",
+    );
+    usage_error(
+        &["bench", "sched", "-alg", "drr", "--params", "bogus=1"],
+        "'bogus'",
+    );
+    usage_error(&["bench", "sched", "--bogus"], "'--bogus'");
+    usage_error(&["nosuch"], "'nosuch'");
+}
+
+#[test]
+fn algorithms_lists_every_registered_name() {
+    let o = run(&["algorithms"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for a in algorithms() {
+        let row = o
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(a.name))
+            .unwrap_or_else(|| panic!("{} not listed:\n{}", a.name, o.stdout));
+        assert!(row.contains(a.complexity) && row.contains(a.file), "{row}");
+        for p in a.params {
+            assert!(row.contains(&format!("{}={}", p.name, p.default)), "{row}");
+        }
+    }
+    let o = run(&["algorithms", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), algorithms().len());
+}
+
+#[test]
+fn every_algorithm_runs_by_name_and_alias() {
+    for a in algorithms() {
+        for name in std::iter::once(a.name).chain(a.aliases.iter().copied()) {
+            let o = run(&[
+                "bench",
+                "sched",
+                "-alg",
+                name,
+                "-n",
+                "2000",
+                "-flowsets",
+                "1::8,2::4",
+            ]);
+            assert_eq!(o.code, 0, "{name}: {}", o.stderr);
+            assert_eq!(field(&o.stdout, "sched"), a.name);
+        }
+    }
+}
+
+#[test]
+fn run_help_and_a_short_run() {
+    let o = run(&["run", "--help"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("Usage: pspat run"), "{}", o.stdout);
+    let o = run(&["run", "-n", "3000"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("engine"), "{}", o.stdout);
+    for a in algorithms() {
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(a.name)),
+            "{} missing:\n{}",
+            a.name,
+            o.stdout
+        );
+    }
+    let o = run(&["run", "-n", "3000", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(
+        v["results"].as_array().unwrap().len(),
+        algorithms().len() + 1
+    );
+}
+
+#[test]
+fn bench_sched_help_documents_dummynet_options() {
+    let o = run(&["bench", "sched", "--help"]);
+    assert_eq!(o.code, 0);
+    for opt in [
+        "--alg",
+        "--qmin",
+        "--qmax",
+        "--flowsets",
+        "--burst",
+        "-n",
+        "-d",
+        "single-dash",
+    ] {
+        assert!(o.stdout.contains(opt), "{opt} not in help");
+    }
+}
