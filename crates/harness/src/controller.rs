@@ -18,35 +18,46 @@
 //!
 //! [`Controller::drive`] runs the iterations. Rather than testing the phase before every
 //! packet, it computes how many iterations the phase lasts (`qmax - pending` enqueues, or
-//! `pending - qmin` dequeues, if nothing is refused) and runs them in a plain counted loop:
-//! the same sequence of operations as [`Controller::fill`] step by step (a test checks
-//! it), at no cost per packet.
+//! `pending - qmin` dequeues, if nothing is refused) and asks [`Ops`] for that many in one
+//! call: the same sequence of operations as [`Controller::fill`] step by step (a test
+//! checks it), at no cost per packet. The controller keeps the count of pending packets
+//! and the run's operation counts itself, per phase rather than per packet, so the loop
+//! inside each call is the operation alone (and each of the two loops, compiled apart,
+//! gets the machine's registers to itself).
 
-/// What the controller drives: one packet in or out.
+/// What the controller drives: runs of packets in or out.
 pub trait Ops {
-    /// Generates and enqueues one packet; `false` if the scheduler refused it.
-    fn enqueue(&mut self) -> bool;
-    /// Dequeues one packet; `false` if the scheduler had none.
-    fn dequeue(&mut self) -> bool;
-    /// Packets enqueued and not yet dequeued.
-    fn pending(&self) -> u64;
+    /// Generates and enqueues up to `n` packets (`n > 0`), stopping at the first one the
+    /// scheduler refuses; returns how many were accepted (if fewer than `n`, one more was
+    /// offered and refused).
+    fn enqueue(&mut self, n: u64) -> u64;
+    /// Dequeues up to `n` packets (`n > 0`), stopping when the scheduler has none; returns
+    /// how many were dequeued (if fewer than `n`, one more dequeue found nothing).
+    fn dequeue(&mut self, n: u64) -> u64;
 }
 
-/// How a [`Controller::drive`] ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a [`Controller::drive`] went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Driven {
     /// Iterations run.
     pub loops: u64,
+    /// Packets offered to the scheduler.
+    pub enqueues: u64,
+    /// Packets the scheduler refused.
+    pub refused: u64,
+    /// Packets the scheduler gave back.
+    pub dequeued: u64,
     /// The scheduler had no packet to give while packets were pending (the run stopped).
     pub stalled: bool,
 }
 
-/// The hysteresis thresholds and the current phase.
+/// The hysteresis thresholds, the current phase and the packets pending.
 #[derive(Clone, Debug)]
 pub struct Controller {
     qmin: u64,
     qmax: u64,
     filling: bool,
+    pending: u64,
 }
 
 impl Controller {
@@ -56,6 +67,7 @@ impl Controller {
             qmin,
             qmax: qmax.max(qmin.saturating_add(1)),
             filling: true,
+            pending: 0,
         }
     }
 
@@ -67,6 +79,11 @@ impl Controller {
     /// The high threshold (after the `qmin + 1` adjustment).
     pub fn qmax(&self) -> u64 {
         self.qmax
+    }
+
+    /// Packets enqueued and not dequeued, by the count of [`Controller::drive`].
+    pub fn pending(&self) -> u64 {
+        self.pending
     }
 
     /// Whether this iteration enqueues (`true`) or dequeues (`false`), given the number of
@@ -82,36 +99,41 @@ impl Controller {
         }
         self.filling
     }
-}
 
-impl Controller {
     /// Runs `loops` iterations of `ops`: each enqueues one packet while filling or dequeues
     /// one while draining; a refused packet is followed, in the same iteration, by a
     /// dequeue (as dummynet does) if anything is pending. Stops early if a dequeue finds
     /// nothing.
     #[inline(always)]
     pub fn drive<O: Ops>(&mut self, ops: &mut O, loops: u64) -> Driven {
-        let mut done = 0;
-        while done < loops {
-            let pending = ops.pending();
+        let mut d = Driven::default();
+        let mut pending = self.pending;
+        // Iterations left to run.
+        let mut left = loops;
+        while left > 0 {
             if self.filling {
                 if pending >= self.qmax {
                     self.filling = false;
                     continue;
                 }
                 // Enqueues until qmax, if none is refused.
-                let n = (self.qmax - pending).min(loops - done);
-                for _ in 0..n {
-                    done += 1;
-                    if !ops.enqueue() {
-                        if ops.pending() > 0 && !ops.dequeue() {
-                            return Driven {
-                                loops: done,
-                                stalled: true,
-                            };
+                let n = (self.qmax - pending).min(left);
+                let accepted = ops.enqueue(n);
+                pending += accepted;
+                d.enqueues += accepted;
+                left -= accepted;
+                if accepted < n {
+                    // Refused: the iteration dequeues instead, if anything is pending.
+                    d.enqueues += 1;
+                    d.refused += 1;
+                    left -= 1;
+                    if pending > 0 {
+                        if ops.dequeue(1) == 0 {
+                            d.stalled = true;
+                            break;
                         }
-                        // `pending` is not what the count assumed: count again.
-                        break;
+                        pending -= 1;
+                        d.dequeued += 1;
                     }
                 }
             } else {
@@ -119,22 +141,21 @@ impl Controller {
                     self.filling = true;
                     continue;
                 }
-                let n = (pending - self.qmin).min(loops - done);
-                for _ in 0..n {
-                    done += 1;
-                    if !ops.dequeue() {
-                        return Driven {
-                            loops: done,
-                            stalled: true,
-                        };
-                    }
+                let n = (pending - self.qmin).min(left);
+                let dequeued = ops.dequeue(n);
+                pending -= dequeued;
+                d.dequeued += dequeued;
+                left -= dequeued;
+                if dequeued < n {
+                    left -= 1;
+                    d.stalled = true;
+                    break;
                 }
             }
         }
-        Driven {
-            loops: done,
-            stalled: false,
-        }
+        self.pending = pending;
+        d.loops = loops - left;
+        d
     }
 }
 
@@ -203,7 +224,7 @@ mod tests {
         }
     }
 
-    impl Ops for Mock {
+    impl Mock {
         fn enqueue(&mut self) -> bool {
             self.enqs += 1;
             let ok = self.enqs % self.refuse_every != 0;
@@ -221,13 +242,22 @@ mod tests {
             self.log.push(('d', self.pending));
             true
         }
-        fn pending(&self) -> u64 {
-            self.pending
+    }
+
+    impl Ops for Mock {
+        fn enqueue(&mut self, n: u64) -> u64 {
+            assert!(n > 0);
+            (0..n).take_while(|_| Mock::enqueue(self)).count() as u64
+        }
+        fn dequeue(&mut self, n: u64) -> u64 {
+            assert!(n > 0);
+            (0..n).take_while(|_| Mock::dequeue(self)).count() as u64
         }
     }
 
-    /// The reference: dummynet's loop, one controller decision per iteration.
-    fn reference(qmin: u64, qmax: u64, loops: u64, mut m: Mock) -> (Mock, Driven) {
+    /// The reference: dummynet's loop, one controller decision per iteration; returns the
+    /// iterations run and whether it stalled.
+    fn reference(qmin: u64, qmax: u64, loops: u64, mut m: Mock) -> (Mock, u64, bool) {
         let mut c = Controller::new(qmin, qmax);
         for i in 0..loops {
             let ok = if c.fill(m.pending) {
@@ -236,22 +266,10 @@ mod tests {
                 m.dequeue()
             };
             if !ok {
-                return (
-                    m,
-                    Driven {
-                        loops: i + 1,
-                        stalled: true,
-                    },
-                );
+                return (m, i + 1, true);
             }
         }
-        (
-            m,
-            Driven {
-                loops,
-                stalled: false,
-            },
-        )
+        (m, loops, false)
     }
 
     #[test]
@@ -260,7 +278,7 @@ mod tests {
             for refuse_every in [u64::MAX, 7, 2] {
                 for stall_after in [u64::MAX, 50] {
                     for loops in [0, 1, 29, 30, 31, 200] {
-                        let (want, want_d) =
+                        let (want, want_loops, want_stalled) =
                             reference(qmin, qmax, loops, Mock::new(refuse_every, stall_after));
                         let mut got = Mock::new(refuse_every, stall_after);
                         let mut c = Controller::new(qmin, qmax);
@@ -268,16 +286,22 @@ mod tests {
                         let d1 = c.drive(&mut got, loops / 3);
                         let d2 = if d1.stalled {
                             Driven {
-                                loops: 0,
                                 stalled: true,
+                                ..Driven::default()
                             }
                         } else {
                             c.drive(&mut got, loops - loops / 3)
                         };
                         let case = (qmin, qmax, refuse_every, stall_after, loops);
                         assert_eq!(got.log, want.log, "{case:?}");
-                        assert_eq!(d1.loops + d2.loops, want_d.loops, "{case:?}");
-                        assert_eq!(d2.stalled, want_d.stalled, "{case:?}");
+                        assert_eq!(d1.loops + d2.loops, want_loops, "{case:?}");
+                        assert_eq!(d2.stalled, want_stalled, "{case:?}");
+                        // the controller's counts are the queue's
+                        assert_eq!(c.pending(), got.pending, "{case:?}");
+                        assert_eq!(d1.enqueues + d2.enqueues, got.enqs, "{case:?}");
+                        let refused = got.log.iter().filter(|e| e.0 == 'r').count() as u64;
+                        assert_eq!(d1.refused + d2.refused, refused, "{case:?}");
+                        assert_eq!(d1.dequeued + d2.dequeued, got.deqs, "{case:?}");
                     }
                 }
             }

@@ -44,7 +44,7 @@
 //! - [`wfi`]: the worst-case fairness index;
 //! - [`target`]: a registered scheduler or the `none` baseline;
 //! - [`run`]: the loop; [`report`]: its results;
-//! - `slots` (private): power-of-two arrays indexed without bounds checks.
+//! - [`slots`]: tables the loop indexes without bounds checks (and without `unsafe`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -59,7 +59,7 @@ pub mod report;
 pub mod rng;
 pub mod run;
 pub mod scenario;
-mod slots;
+pub mod slots;
 pub mod target;
 pub mod wfi;
 

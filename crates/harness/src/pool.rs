@@ -17,7 +17,7 @@ use std::num::NonZeroU32;
 
 use pspat_sched::Packet;
 
-use crate::slots::{mask, pow2};
+use crate::slots::{masked, pow2};
 
 /// The handle a scheduler queues: a buffer index and the packet's length (what a
 /// scheduler reads on every operation, kept in the handle so that it need not touch the
@@ -102,9 +102,10 @@ impl Pool {
     /// is dropped.
     #[inline(always)]
     pub fn batch(&mut self) -> Batch<'_> {
+        let (bufs, m) = masked(&mut self.bufs);
         Batch {
-            m: mask(&self.bufs),
-            bufs: &mut self.bufs,
+            bufs,
+            m,
             free: self.free,
             home: &mut self.free,
         }

@@ -1,9 +1,10 @@
 //! The benchmark loop, compiled once per algorithm.
 //!
 //! [`prepare`] builds the scheduler through [`registry::visit`], whose visitor receives the
-//! concrete scheduler type: the loop is monomorphised for it (and for the arrival
-//! pattern), and the only dynamic call is the one that starts a batch of iterations
-//! ([`Prepared::run`]). The `none` baseline runs the same loop over the harness's own FIFO.
+//! concrete scheduler type: the loop is monomorphised for it (and for the arrival pattern
+//! and the width of flow indices), and the only dynamic call is the one that starts a
+//! batch of iterations ([`Prepared::run`]). The `none` baseline runs the same loop over the
+//! harness's own FIFO.
 //!
 //! # One iteration (dummynet's `mainloop()`)
 //!
@@ -19,14 +20,19 @@
 //!
 //! # Keeping it lean
 //!
-//! Nothing in the loop allocates, hashes or calls through a pointer. For the length of a
-//! batch each component is borrowed as a `Batch` (its arrays as local slices, its scalars
-//! as locals written back on drop), so the compiler keeps them in registers instead of
-//! reloading them after every store; per-flow and per-buffer arrays have power-of-two
-//! lengths and are indexed through a mask, which removes their bounds checks without
-//! `unsafe` (`slots.rs`); the controller runs each phase as a counted loop
-//! ([`Controller::drive`]); checks that never fail in a correct run sit behind a cold
-//! branch.
+//! Nothing in the loop allocates, hashes or calls through a pointer. Each run of
+//! enqueues or dequeues that the controller asks for is one call with a plain counted
+//! loop inside ([`Ops`]; the controller keeps the counts, per run), so each of the two
+//! loops has the registers to itself. For the length of a run each component is borrowed
+//! as a `Batch` (its arrays as local slices, its scalars as locals written back on drop),
+//! so the compiler keeps them in registers instead of reloading them after every store.
+//! Everything the loop touches of a flow is in the [`Pattern`]'s per-flow tables, one
+//! base pointer for all of it; the target's key for the flow is kept there too. Arrays are
+//! indexed without bounds checks and without `unsafe` ([`crate::slots`]): by `u16`
+//! indices into `2^16`-entry tables when there are few enough flows, through a mask
+//! otherwise. Each packet's pattern work is split around the rest of its work
+//! ([`pattern::Batch::pick`], [`pattern::Batch::commit`]) so that few values are live at
+//! once; checks that never fail in a correct run sit behind a cold branch.
 
 use std::time::{Duration, Instant};
 
@@ -35,10 +41,11 @@ use pspat_sched::{DropCounts, DropReason, SchedStats, Scheduler};
 
 use crate::controller::{Controller, Ops};
 use crate::error::{Error, SetupError};
-use crate::pattern::{FlowSpec, Kind, Pattern};
+use crate::pattern::{FlowSpec, Kind, Pattern, NARROW_FLOWS};
 use crate::pool::{BenchPkt, PktHdr, Pool};
 use crate::report::BenchReport;
 use crate::scenario::{BenchSpec, Scenario};
+use crate::slots::Width;
 use crate::target::{NoneFifo, Queue, SchedTarget, Target};
 use crate::wfi::Wfi;
 use crate::{pattern, pool, wfi};
@@ -82,28 +89,23 @@ pub struct Outcome {
     pub stats: Option<SchedStats>,
 }
 
-/// The state of a benchmark over target `T`.
-struct Bench<T> {
-    target: T,
+/// The state of a benchmark over target `T`, with flows named by `I`.
+struct Bench<T: Target, I> {
     ctl: Controller,
-    pattern: Pattern,
+    state: State<T, I>,
+}
+
+/// What the loop works on.
+struct State<T: Target, I> {
+    target: T,
+    /// The flow selector, which also holds the loop's per-flow state.
+    pattern: Pattern<T::Key, I>,
     pool: Pool,
     wfi: Wfi,
-    pending: u64,
     c: Counters,
 }
 
-/// The counters the loop updates on every packet, kept in registers during a batch and
-/// added to [`Counters`] at its end. (Mismatches and order errors go straight to memory
-/// on a branch never taken in a correct run: they need no register.)
-#[derive(Default)]
-struct Tally {
-    pending: u64,
-    attempts: u64,
-    dequeued: u64,
-}
-
-impl<T: Target> Bench<T> {
+impl<T: Target, I: Width> Bench<T, I> {
     fn new(target: T, sc: &Scenario) -> Self {
         let flows: Vec<FlowSpec> = sc
             .flow_params
@@ -114,82 +116,117 @@ impl<T: Target> Bench<T> {
             })
             .collect();
         let weights: Vec<u32> = flows.iter().map(|f| f.weight).collect();
+        let pattern = Pattern::with_keys(sc.spec.pattern, &flows, |f| target.key(f), sc.spec.seed);
         Self {
-            target,
             ctl: Controller::new(sc.qmin, sc.qmax),
-            pattern: Pattern::new(sc.spec.pattern, &flows, sc.spec.seed),
-            // One buffer more than the scheduler holds: a full scheduler refuses a packet
-            // (counted by reason) before the pool runs dry.
-            pool: Pool::new(sc.capacity + 1),
-            wfi: Wfi::new(&weights),
-            pending: 0,
-            c: Counters::default(),
+            state: State {
+                target,
+                pattern,
+                // One buffer more than the scheduler holds: a full scheduler refuses a
+                // packet (counted by reason) before the pool runs dry.
+                pool: Pool::new(sc.capacity + 1),
+                wfi: Wfi::new(&weights),
+                c: Counters::default(),
+            },
         }
     }
 
     /// Runs `loops` iterations, or fewer if the scheduler loses packets.
     fn run(&mut self, loops: u64) {
-        if self.c.lost > 0 {
+        if self.state.c.lost > 0 {
             return;
         }
-        match self.pattern.kind() {
-            Kind::Smooth => self.run_as::<false>(loops),
-            Kind::Bursty => self.run_as::<true>(loops),
-        }
-    }
-
-    /// The loop, compiled once per pattern.
-    #[inline(never)]
-    fn run_as<const BURSTY: bool>(&mut self, loops: u64) {
-        let mut hot = Hot {
-            target: self.target.batch(),
-            pattern: self.pattern.batch::<BURSTY>(),
-            pool: self.pool.batch(),
-            wfi: self.wfi.batch(),
-            c: &mut self.c,
-            t: Tally {
-                pending: self.pending,
-                ..Tally::default()
-            },
+        let d = match self.state.pattern.kind() {
+            Kind::Smooth => self
+                .ctl
+                .drive(&mut Phases::<T, I, false>(&mut self.state), loops),
+            Kind::Bursty => self
+                .ctl
+                .drive(&mut Phases::<T, I, true>(&mut self.state), loops),
         };
-        let driven = self.ctl.drive(&mut hot, loops);
-        let t = std::mem::take(&mut hot.t);
-        drop(hot);
-        // pending_end = pending_start + accepted - dequeued
-        let accepted = t.pending + t.dequeued - self.pending;
-        let c = &mut self.c;
-        c.loops += driven.loops;
-        c.enqueue_attempts += t.attempts;
-        c.enqueued += accepted;
-        c.dequeued += t.dequeued;
-        if driven.stalled {
-            c.lost = t.pending;
+        let c = &mut self.state.c;
+        c.loops += d.loops;
+        c.enqueue_attempts += d.enqueues;
+        c.enqueued += d.enqueues - d.refused;
+        c.dequeued += d.dequeued;
+        if d.stalled {
+            c.lost = self.ctl.pending();
         }
-        self.pending = t.pending;
     }
 }
 
-/// Everything the loop touches, borrowed for one batch: arrays and counters in locals.
-struct Hot<'a, Q, const BURSTY: bool> {
+/// The state driven by the controller, with the arrival pattern a compile-time constant.
+struct Phases<'a, T: Target, I, const BURSTY: bool>(&'a mut State<T, I>);
+
+impl<T: Target, I: Width, const BURSTY: bool> Phases<'_, T, I, BURSTY> {
+    /// Borrows everything the loop touches for one run of packets.
+    #[inline(always)]
+    fn hot(&mut self) -> Hot<'_, T::Batch<'_>, I, BURSTY> {
+        let s = &mut *self.0;
+        Hot {
+            target: s.target.batch(),
+            pattern: s.pattern.batch::<BURSTY>(),
+            pool: s.pool.batch(),
+            wfi: s.wfi.batch(),
+            c: &mut s.c,
+        }
+    }
+}
+
+/// Each run of packets is one call, compiled once per target, width and pattern, whose
+/// loop has the registers to itself.
+impl<T: Target, I: Width, const BURSTY: bool> Ops for Phases<'_, T, I, BURSTY> {
+    #[inline(never)]
+    fn enqueue(&mut self, n: u64) -> u64 {
+        let mut hot = self.hot();
+        // Counts down: one register for the loop.
+        let mut left = n;
+        while left > 0 {
+            left -= 1;
+            if !hot.enqueue() {
+                return n - left - 1;
+            }
+        }
+        n
+    }
+
+    #[inline(never)]
+    fn dequeue(&mut self, n: u64) -> u64 {
+        let mut hot = self.hot();
+        let mut left = n;
+        while left > 0 {
+            left -= 1;
+            if !hot.dequeue() {
+                return n - left - 1;
+            }
+        }
+        n
+    }
+}
+
+/// Everything the loop touches, borrowed for one run of packets: arrays and scalars in
+/// locals. (The controller counts packets; mismatches, order errors and drops go straight
+/// to memory on a branch never taken in a correct run: they need no register.)
+struct Hot<'a, Q: Queue, I: Width, const BURSTY: bool> {
     target: Q,
-    pattern: pattern::Batch<'a, BURSTY>,
+    pattern: pattern::Batch<'a, Q::Key, I, BURSTY>,
     pool: pool::Batch<'a>,
     wfi: wfi::Batch<'a>,
     c: &'a mut Counters,
-    t: Tally,
 }
 
-impl<Q: Queue, const BURSTY: bool> Ops for Hot<'_, Q, BURSTY> {
-    #[inline(always)]
-    fn pending(&self) -> u64 {
-        self.t.pending
-    }
-
+impl<Q: Queue, I: Width, const BURSTY: bool> Hot<'_, Q, I, BURSTY> {
     /// Generates and enqueues one packet; `false` if it was refused.
     #[inline(always)]
     fn enqueue(&mut self) -> bool {
-        let g = self.pattern.generate();
-        self.t.attempts += 1;
+        let p = self.pattern.pick();
+        let g = p.packet;
+        if g.first {
+            // Before the scheduler accepts the packet, so that the loop need not keep the
+            // flow's state until then. If it refuses, the flow stays empty and its period
+            // is started again by its next accepted packet, before anything reads it.
+            self.wfi.backlogged(self.pattern.period(g.flow));
+        }
         let hdr = PktHdr {
             flow: g.flow,
             len: g.len,
@@ -199,22 +236,20 @@ impl<Q: Queue, const BURSTY: bool> Ops for Hot<'_, Q, BURSTY> {
             // Unreachable while the pool outsizes the scheduler; counted, not assumed.
             cold();
             self.c.drops.add(DropReason::SchedulerFull, 1);
-            self.pattern.refused(g.flow);
+            self.pattern.refuse(p);
             return false;
         };
-        match self.target.enqueue(g.flow, pkt) {
+        let key = self.pattern.key(g.flow);
+        match self.target.enqueue(key, g.flow, pkt) {
             Ok(()) => {
-                self.t.pending += 1;
-                if g.first {
-                    self.wfi.backlogged(g.flow);
-                }
+                self.pattern.commit(p);
                 true
             }
             Err(rejected) => {
                 cold();
                 self.c.drops.add(rejected.reason, 1);
                 self.pool.release(rejected.pkt);
-                self.pattern.refused(g.flow);
+                self.pattern.refuse(p);
                 false
             }
         }
@@ -229,15 +264,20 @@ impl<Q: Queue, const BURSTY: bool> Ops for Hot<'_, Q, BURSTY> {
         let hdr = self.pool.release(pkt);
         // Account against the flow the packet was generated for: that is the harness's
         // own state, whatever the scheduler said.
-        let served = self.pattern.dequeued(hdr.flow);
-        if (hdr.flow != flow) | (hdr.len != pkt.len) | (served.seq != hdr.seq) {
+        let out = self.pattern.count_out(hdr.flow);
+        let served = out.served;
+        if hdr.flow != flow || hdr.len != pkt.len {
             cold();
-            self.c.mismatches += u64::from((hdr.flow != flow) | (hdr.len != pkt.len));
-            self.c.order_errors += u64::from(served.seq != hdr.seq);
+            self.c.mismatches += 1;
         }
-        self.wfi.dequeued(hdr.flow, hdr.len, served.emptied);
-        self.t.pending -= 1;
-        self.t.dequeued += 1;
+        if served.seq != hdr.seq {
+            cold();
+            self.c.order_errors += 1;
+        }
+        let period = self.pattern.period(hdr.flow);
+        self.wfi.dequeued(hdr.flow, period, hdr.len, served.emptied);
+        // Last, with nothing else left to hold.
+        self.pattern.move_down(out);
         true
     }
 }
@@ -256,20 +296,30 @@ pub trait Runner {
     fn outcome(&self) -> Outcome;
 }
 
-impl<T: Target> Runner for Bench<T> {
+impl<T: Target, I: Width> Runner for Bench<T, I> {
     fn run(&mut self, loops: u64) {
         Bench::run(self, loops);
     }
 
     fn outcome(&self) -> Outcome {
+        let s = &self.state;
         Outcome {
-            counters: self.c.clone(),
-            pending: self.pending,
-            target_backlog: self.target.backlog_pkts(),
-            wfi: self.wfi.worst(),
-            sched_bytes: self.wfi.sched_bytes(),
-            stats: self.target.stats(),
+            counters: s.c.clone(),
+            pending: self.ctl.pending(),
+            target_backlog: s.target.backlog_pkts(),
+            wfi: s.wfi.worst(),
+            sched_bytes: s.wfi.sched_bytes(),
+            stats: s.target.stats(),
         }
+    }
+}
+
+/// The benchmark of `target`, its flows named by the narrowest width that holds them.
+fn bench<T: Target + 'static>(target: T, sc: &Scenario) -> Box<dyn Runner> {
+    if sc.flow_params.len() <= NARROW_FLOWS {
+        Box::new(Bench::<T, u16>::new(target, sc))
+    } else {
+        Box::new(Bench::<T, u32>::new(target, sc))
     }
 }
 
@@ -299,7 +349,7 @@ impl SchedulerVisitor<BenchPkt> for Build<'_> {
             }
             ids.push(id);
         }
-        Ok(Box::new(Bench::new(SchedTarget::new(sched, &ids), sc)))
+        Ok(bench(SchedTarget::new(sched, &ids), sc))
     }
 }
 
@@ -312,7 +362,7 @@ pub struct Prepared {
 /// Builds the scheduler and the harness state for `scenario`.
 pub fn prepare(scenario: Scenario) -> Result<Prepared, Error> {
     let runner = match scenario.info {
-        None => Box::new(Bench::new(NoneFifo::new(scenario.capacity), &scenario)),
+        None => bench(NoneFifo::new(scenario.capacity), &scenario),
         Some(info) => registry::visit(
             info.name,
             &scenario.params,
@@ -454,10 +504,12 @@ mod tests {
     fn a_lying_scheduler_fails_the_run() {
         struct Liar(NoneFifo, bool);
         impl Target for Liar {
+            type Key = ();
             type Batch<'a> = &'a mut Self;
             fn name(&self) -> &'static str {
                 "liar"
             }
+            fn key(&self, _: u32) {}
             fn batch(&mut self) -> &mut Self {
                 self
             }
@@ -469,8 +521,9 @@ mod tests {
             }
         }
         impl Queue for Liar {
-            fn enqueue(&mut self, f: u32, p: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
-                self.0.batch().enqueue(f, p)
+            type Key = ();
+            fn enqueue(&mut self, (): (), f: u32, p: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
+                self.0.batch().enqueue((), f, p)
             }
             fn dequeue(&mut self) -> Option<(u32, BenchPkt)> {
                 self.1 = !self.1;
@@ -482,9 +535,9 @@ mod tests {
             }
         }
         let sc = Scenario::resolve(&spec("none", "1::2", 1000)).unwrap();
-        let mut b = Bench::new(Liar(NoneFifo::new(sc.capacity), false), &sc);
+        let mut b = bench(Liar(NoneFifo::new(sc.capacity), false), &sc);
         b.run(1000);
-        let r = BenchReport::new(&sc, &Runner::outcome(&b), Duration::from_millis(1));
+        let r = BenchReport::new(&sc, &b.outcome(), Duration::from_millis(1));
         assert!(r.mismatches > 0);
         let e = r.check().unwrap_err().to_string();
         assert!(e.contains("flow mismatches"), "{e}");
@@ -495,10 +548,12 @@ mod tests {
     fn a_leaking_scheduler_fails_the_run() {
         struct Leak(NoneFifo);
         impl Target for Leak {
+            type Key = ();
             type Batch<'a> = &'a mut Self;
             fn name(&self) -> &'static str {
                 "leak"
             }
+            fn key(&self, _: u32) {}
             fn batch(&mut self) -> &mut Self {
                 self
             }
@@ -510,11 +565,12 @@ mod tests {
             }
         }
         impl Queue for Leak {
-            fn enqueue(&mut self, f: u32, p: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
+            type Key = ();
+            fn enqueue(&mut self, (): (), f: u32, p: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
                 if p.buf.get() % 7 == 0 {
                     return Ok(()); // swallowed
                 }
-                self.0.batch().enqueue(f, p)
+                self.0.batch().enqueue((), f, p)
             }
             fn dequeue(&mut self) -> Option<(u32, BenchPkt)> {
                 self.0.batch().dequeue()
@@ -523,9 +579,9 @@ mod tests {
         let mut s = spec("none", "1::4", 10_000);
         s.qmin = Num::Abs(0);
         let sc = Scenario::resolve(&s).unwrap();
-        let mut b = Bench::new(Leak(NoneFifo::new(sc.capacity)), &sc);
+        let mut b = bench(Leak(NoneFifo::new(sc.capacity)), &sc);
         b.run(10_000);
-        let r = BenchReport::new(&sc, &Runner::outcome(&b), Duration::from_millis(1));
+        let r = BenchReport::new(&sc, &b.outcome(), Duration::from_millis(1));
         assert!(r.lost > 0 && r.loops_run < 10_000, "{r:?}");
         let e = r.check().unwrap_err().to_string();
         assert!(e.contains("lost"), "{e}");

@@ -8,7 +8,7 @@ use pspat_sched::{ConfigError, FlowParams, MAX_PACKET_LEN};
 use crate::error::{Error, SetupError};
 use crate::flowset::{Flowsets, DEFAULT_LEN};
 use crate::number::Num;
-use crate::pattern::{max_burst, Kind};
+use crate::pattern::{max_burst, Kind, LEVELS};
 use crate::target::NONE;
 
 /// Default number of loop iterations (dummynet's is 1: it is always given).
@@ -174,6 +174,22 @@ impl Scenario {
             bands = Some((info.name, given.unwrap_or(PRIO_BANDS).min(PRIO_BANDS)));
         }
 
+        // Per-flow limit: the smooth pattern gives a packet only to a least-backlogged flow,
+        // so a flow reaching b + 1 packets had every flow at b or more: with at most qmax
+        // pending, no flow exceeds (qmax - 1) / n + 1. The pattern's levels stop at TOP,
+        // where flows take turns whatever their backlog; a flow there gets a packet only
+        // when every flow has TOP or more, so none exceeds qmax - TOP (n - 1). Bursty adds
+        // one burst on top. The scheduler allocates each flow's queue for its limit, so it
+        // must not be the whole capacity; a wrong bound would show as counted drops, which
+        // fail the run.
+        let top = u64::from(LEVELS - 1);
+        let smooth = qmax.saturating_sub(1) / flows + 1;
+        let bound = if smooth >= top {
+            qmax.saturating_sub(top * (flows - 1)).max(smooth)
+        } else {
+            smooth
+        };
+        let per_flow = (bound + max_burst).min(u64::from(capacity)) as u32;
         let mut flow_params = Vec::with_capacity(flowsets.flows as usize);
         for set in &flowsets.sets {
             let priority = match bands {
@@ -192,7 +208,7 @@ impl Scenario {
             let p = FlowParams {
                 weight: set.weight,
                 max_len: set.len,
-                limit_pkts: capacity,
+                limit_pkts: per_flow,
                 limit_bytes: u64::MAX,
                 priority,
             };
@@ -246,11 +262,18 @@ mod tests {
         assert_eq!(sc.flow_params[511].weight, 1);
         assert_eq!(sc.flow_params[512].weight, 8);
         assert_eq!(sc.flow_params[0].max_len, 1000);
-        assert_eq!(sc.flow_params[0].limit_pkts, sc.capacity);
+        // (30 * 576 - 1) / 576 + 1 packets, plus one: the smooth pattern's bound
+        assert_eq!(sc.flow_params[0].limit_pkts, 31);
         assert_eq!(sc.params, Params::new());
         // bursty: room for the largest burst, 16 * 8
-        s.pattern = Kind::Bursty;
-        assert_eq!(Scenario::resolve(&s).unwrap().capacity, 30 * 576 + 128);
+        let mut b = s.clone();
+        b.pattern = Kind::Bursty;
+        assert_eq!(Scenario::resolve(&b).unwrap().capacity, 30 * 576 + 128);
+        // beyond the pattern's top level: qmax - 63 (n - 1), plus one
+        s.flowsets = Some("1::4".into());
+        s.qmax = Num::Abs(1000);
+        let sc = Scenario::resolve(&s).unwrap();
+        assert_eq!(sc.flow_params[0].limit_pkts, 1000 - 63 * 3 + 1);
     }
 
     #[test]

@@ -10,20 +10,27 @@
 use pspat_sched::{DropReason, FlowId, Rejected, SchedStats, Scheduler};
 
 use crate::pool::BenchPkt;
-use crate::slots::{mask, pow2};
+use crate::slots::{masked, pow2};
 
 /// Name of the no-scheduler baseline.
 pub const NONE: &str = "none";
 
 /// A packet queue driven by the harness. Flows are dense indices `0..flows`.
 pub trait Target {
+    /// The target's name for a flow, kept in the harness's per-flow table (which the loop
+    /// reads anyway) so that enqueueing needs no lookup of the harness's own.
+    type Key: Copy;
+
     /// The target borrowed for a batch of operations.
-    type Batch<'a>: Queue
+    type Batch<'a>: Queue<Key = Self::Key>
     where
         Self: 'a;
 
     /// Canonical name of the algorithm (`none` for the baseline).
     fn name(&self) -> &'static str;
+
+    /// The key of flow `flow` (`0..flows`).
+    fn key(&self, flow: u32) -> Self::Key;
 
     /// Borrows the target for a batch of operations.
     fn batch(&mut self) -> Self::Batch<'_>;
@@ -37,17 +44,27 @@ pub trait Target {
 
 /// The data path of a target.
 pub trait Queue {
-    /// Queues `pkt` on flow `flow`, or hands it back with the reason.
-    fn enqueue(&mut self, flow: u32, pkt: BenchPkt) -> Result<(), Rejected<BenchPkt>>;
+    /// See [`Target::Key`].
+    type Key: Copy;
+
+    /// Queues `pkt` on flow `flow`, whose key is `key`, or hands it back with the reason.
+    fn enqueue(
+        &mut self,
+        key: Self::Key,
+        flow: u32,
+        pkt: BenchPkt,
+    ) -> Result<(), Rejected<BenchPkt>>;
 
     /// The next packet and the index of the flow the target says it belongs to.
     fn dequeue(&mut self) -> Option<(u32, BenchPkt)>;
 }
 
 impl<Q: Queue + ?Sized> Queue for &mut Q {
+    type Key = Q::Key;
+
     #[inline(always)]
-    fn enqueue(&mut self, flow: u32, pkt: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
-        (**self).enqueue(flow, pkt)
+    fn enqueue(&mut self, key: Q::Key, flow: u32, pkt: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
+        (**self).enqueue(key, flow, pkt)
     }
 
     #[inline(always)]
@@ -59,8 +76,7 @@ impl<Q: Queue + ?Sized> Queue for &mut Q {
 /// A registered scheduler whose flow `i` is `ids[i]`.
 pub struct SchedTarget<S> {
     sched: S,
-    /// A power-of-two array (see `slots.rs`).
-    ids: Box<[FlowId]>,
+    ids: Vec<FlowId>,
 }
 
 impl<S: Scheduler<BenchPkt>> SchedTarget<S> {
@@ -72,20 +88,19 @@ impl<S: Scheduler<BenchPkt>> SchedTarget<S> {
             .iter()
             .enumerate()
             .all(|(i, id)| id.index() as usize == i));
-        let mut table = pow2(ids.len(), ids[0]);
-        table[..ids.len()].copy_from_slice(ids);
-        Self { sched, ids: table }
+        Self {
+            sched,
+            ids: ids.to_vec(),
+        }
     }
 }
 
 /// A [`SchedTarget`] borrowed for a batch.
-pub struct SchedBatch<'a, S> {
-    sched: &'a mut S,
-    ids: &'a [FlowId],
-    m: usize,
-}
+pub struct SchedBatch<'a, S>(&'a mut S);
 
 impl<S: Scheduler<BenchPkt>> Target for SchedTarget<S> {
+    type Key = FlowId;
+
     type Batch<'a>
         = SchedBatch<'a, S>
     where
@@ -95,13 +110,13 @@ impl<S: Scheduler<BenchPkt>> Target for SchedTarget<S> {
         self.sched.info().name
     }
 
+    fn key(&self, flow: u32) -> FlowId {
+        self.ids[flow as usize]
+    }
+
     #[inline(always)]
     fn batch(&mut self) -> SchedBatch<'_, S> {
-        SchedBatch {
-            m: mask(&self.ids),
-            sched: &mut self.sched,
-            ids: &self.ids,
-        }
+        SchedBatch(&mut self.sched)
     }
 
     fn backlog_pkts(&self) -> u64 {
@@ -114,14 +129,16 @@ impl<S: Scheduler<BenchPkt>> Target for SchedTarget<S> {
 }
 
 impl<S: Scheduler<BenchPkt>> Queue for SchedBatch<'_, S> {
+    type Key = FlowId;
+
     #[inline(always)]
-    fn enqueue(&mut self, flow: u32, pkt: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
-        self.sched.enqueue(self.ids[flow as usize & self.m], pkt)
+    fn enqueue(&mut self, key: FlowId, _: u32, pkt: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
+        self.0.enqueue(key, pkt)
     }
 
     #[inline(always)]
     fn dequeue(&mut self) -> Option<(u32, BenchPkt)> {
-        self.sched.dequeue().map(|(id, pkt)| (id.index(), pkt))
+        self.0.dequeue().map(|(id, pkt)| (id.index(), pkt))
     }
 }
 
@@ -161,7 +178,10 @@ pub struct NoneBatch<'a> {
     m: usize,
     head: u32,
     tail: u32,
-    capacity: u32,
+    /// `head + capacity` (wrapping): the FIFO is full when `tail` is there. Kept rather
+    /// than the capacity because it is constant while only enqueueing: one value for the
+    /// check instead of two.
+    limit: u32,
     home: (&'a mut u32, &'a mut u32),
 }
 
@@ -174,20 +194,25 @@ impl Drop for NoneBatch<'_> {
 }
 
 impl Target for NoneFifo {
+    type Key = ();
+
     type Batch<'a> = NoneBatch<'a>;
 
     fn name(&self) -> &'static str {
         NONE
     }
 
+    fn key(&self, _: u32) {}
+
     #[inline(always)]
     fn batch(&mut self) -> NoneBatch<'_> {
+        let (ring, m) = masked(&mut self.ring);
         NoneBatch {
-            m: mask(&self.ring),
-            ring: &mut self.ring,
+            ring,
+            m,
             head: self.head,
             tail: self.tail,
-            capacity: self.capacity,
+            limit: self.head.wrapping_add(self.capacity),
             home: (&mut self.head, &mut self.tail),
         }
     }
@@ -202,9 +227,12 @@ impl Target for NoneFifo {
 }
 
 impl Queue for NoneBatch<'_> {
+    type Key = ();
+
     #[inline(always)]
-    fn enqueue(&mut self, flow: u32, pkt: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
-        if self.tail.wrapping_sub(self.head) >= self.capacity {
+    fn enqueue(&mut self, (): (), flow: u32, pkt: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
+        // `tail - head <= capacity` always, so this is `tail - head >= capacity`.
+        if self.tail == self.limit {
             return Err(Rejected {
                 pkt,
                 reason: DropReason::SchedulerFull,
@@ -220,9 +248,17 @@ impl Queue for NoneBatch<'_> {
         if self.head == self.tail {
             return None;
         }
-        let entry = self.ring[self.head as usize & self.m];
+        let (flow, pkt) = &self.ring[self.head as usize & self.m];
+        // Field by field, so that the compiler knows `buf` is not 0 and the caller's
+        // `Some` needs no test.
+        let pkt = BenchPkt {
+            buf: pkt.buf,
+            len: pkt.len,
+        };
+        let flow = *flow;
         self.head = self.head.wrapping_add(1);
-        Some(entry)
+        self.limit = self.limit.wrapping_add(1);
+        Some((flow, pkt))
     }
 }
 
@@ -243,9 +279,9 @@ mod tests {
     fn none_is_a_bounded_fifo() {
         let mut q = NoneFifo::new(2);
         let mut b = q.batch();
-        b.enqueue(3, pkt(1)).unwrap();
-        b.enqueue(0, pkt(2)).unwrap();
-        let e = b.enqueue(1, pkt(3)).unwrap_err();
+        b.enqueue((), 3, pkt(1)).unwrap();
+        b.enqueue((), 0, pkt(2)).unwrap();
+        let e = b.enqueue((), 1, pkt(3)).unwrap_err();
         assert_eq!((e.pkt, e.reason), (pkt(3), DropReason::SchedulerFull));
         drop(b);
         assert_eq!(q.backlog_pkts(), 2);
@@ -258,7 +294,7 @@ mod tests {
         assert_eq!(b.dequeue(), None);
         // wraps around
         for i in 1..=5 {
-            b.enqueue(i, pkt(i)).unwrap();
+            b.enqueue((), i, pkt(i)).unwrap();
             assert_eq!(b.dequeue(), Some((i, pkt(i))));
         }
         drop(b);

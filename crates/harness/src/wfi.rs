@@ -15,13 +15,15 @@
 //! whether backlogged or not, and the figure is only meaningful for weighted-fair
 //! algorithms (for `prio` the weight is a priority).
 //!
+//! A flow's current [`Period`] is touched on every dequeue, so it lives with the rest of the
+//! flow's hot state, in the loop's per-flow table (see [`crate::pattern`]); [`Wfi`] keeps
+//! the scheduler's byte count and the cold per-flow figures.
+//!
 //! Cost: two additions per dequeue, and one multiply and compare when a flow empties.
 
-use crate::slots::{mask, pow2};
-
-/// Per-flow counters of the current busy period (hot: touched on every dequeue).
-#[derive(Clone, Copy, Debug, Default)]
-struct Period {
+/// The counters of a flow's current busy period (hot: touched on every dequeue).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Period {
     /// Scheduler bytes sent when the period started.
     start: u64,
     /// Bytes the flow sent in the period.
@@ -31,8 +33,6 @@ struct Period {
 /// Worst-case fairness index accounting.
 #[derive(Clone, Debug)]
 pub struct Wfi {
-    /// Per flow, a power-of-two array (see `slots.rs`).
-    periods: Box<[Period]>,
     /// Per flow `w / wsum` (cold: read when the flow empties).
     share: Vec<f64>,
     /// Per flow largest shortfall so far, in bytes.
@@ -46,7 +46,6 @@ impl Wfi {
     pub fn new(weights: &[u32]) -> Self {
         let wsum: u64 = weights.iter().map(|&w| u64::from(w)).sum();
         Self {
-            periods: pow2(weights.len(), Period::default()),
             share: weights
                 .iter()
                 .map(|&w| f64::from(w) / wsum.max(1) as f64)
@@ -61,8 +60,6 @@ impl Wfi {
     #[inline(always)]
     pub fn batch(&mut self) -> Batch<'_> {
         Batch {
-            pm: mask(&self.periods),
-            periods: &mut self.periods,
             share: &self.share,
             worst: &mut self.worst,
             sched_bytes: self.sched_bytes,
@@ -70,14 +67,15 @@ impl Wfi {
         }
     }
 
-    /// Flow `f` became backlogged.
-    pub fn backlogged(&mut self, f: u32) {
-        self.batch().backlogged(f);
+    /// A flow, whose period is `p`, became backlogged.
+    pub fn backlogged(&mut self, p: &mut Period) {
+        self.batch().backlogged(p);
     }
 
-    /// A packet of `len` bytes of flow `f` was dequeued; `emptied` if it was the flow's last.
-    pub fn dequeued(&mut self, f: u32, len: u32, emptied: bool) {
-        self.batch().dequeued(f, len, emptied);
+    /// A packet of `len` bytes of flow `f`, whose period is `p`, was dequeued; `emptied` if
+    /// it was the flow's last.
+    pub fn dequeued(&mut self, f: u32, p: &mut Period, len: u32, emptied: bool) {
+        self.batch().dequeued(f, p, len, emptied);
     }
 
     /// Bytes the scheduler sent.
@@ -105,8 +103,6 @@ impl Wfi {
 
 /// The accounting borrowed for a batch of operations (see [`Wfi::batch`]).
 pub struct Batch<'a> {
-    periods: &'a mut [Period],
-    pm: usize,
     share: &'a [f64],
     worst: &'a mut [f64],
     sched_bytes: u64,
@@ -121,28 +117,33 @@ impl Drop for Batch<'_> {
 }
 
 impl Batch<'_> {
-    /// Flow `f` became backlogged.
+    /// A flow, whose period is `p`, became backlogged.
     #[inline(always)]
-    pub fn backlogged(&mut self, f: u32) {
-        self.periods[f as usize & self.pm] = Period {
+    pub fn backlogged(&mut self, p: &mut Period) {
+        *p = Period {
             start: self.sched_bytes,
             bytes: 0,
         };
     }
 
-    /// A packet of `len` bytes of flow `f` was dequeued; `emptied` if it was the flow's last.
+    /// A packet of `len` bytes of flow `f`, whose period is `p`, was dequeued; `emptied` if
+    /// it was the flow's last.
     #[inline(always)]
-    pub fn dequeued(&mut self, f: u32, len: u32, emptied: bool) {
+    pub fn dequeued(&mut self, f: u32, p: &mut Period, len: u32, emptied: bool) {
         self.sched_bytes += u64::from(len);
-        let p = &mut self.periods[f as usize & self.pm];
         p.bytes += u64::from(len);
         if emptied {
-            let (start, bytes) = (p.start, p.bytes);
-            let wfi = (self.sched_bytes - start) as f64 * self.share[f as usize] - bytes as f64;
-            let worst = &mut self.worst[f as usize];
-            if wfi > *worst {
-                *worst = wfi;
-            }
+            self.ended(f, *p);
+        }
+    }
+
+    /// Flow `f`'s busy period `p` ended: accounts its shortfall.
+    #[inline(always)]
+    fn ended(&mut self, f: u32, p: Period) {
+        let wfi = (self.sched_bytes - p.start) as f64 * self.share[f as usize] - p.bytes as f64;
+        let worst = &mut self.worst[f as usize];
+        if wfi > *worst {
+            *worst = wfi;
         }
     }
 }
@@ -155,24 +156,25 @@ mod tests {
     fn shortfall_over_a_busy_period() {
         // flows of weight 1 and 3: shares 1/4 and 3/4
         let mut w = Wfi::new(&[1, 3]);
-        w.backlogged(0);
-        w.backlogged(1);
+        let mut p = [Period::default(); 2];
+        w.backlogged(&mut p[0]);
+        w.backlogged(&mut p[1]);
         // flow 1 is served 4 packets of 100 bytes before flow 0's only packet
         for _ in 0..4 {
-            w.dequeued(1, 100, false);
+            w.dequeued(1, &mut p[1], 100, false);
         }
-        w.dequeued(0, 100, true);
+        w.dequeued(0, &mut p[0], 100, true);
         // flow 0: 500 bytes sent in its period, share 1/4: 125 - 100 = 25
         assert_eq!(w.flow(0), 25.0);
         assert_eq!(w.worst(), (25.0, Some(0)));
         // flow 1 empties having had more than its share: index stays 0
-        w.dequeued(1, 100, true);
+        w.dequeued(1, &mut p[1], 100, true);
         assert_eq!(w.flow(1), 0.0);
         assert_eq!(w.sched_bytes(), 600);
         // a new period starts from the current scheduler bytes
-        w.backlogged(1);
-        w.dequeued(0, 1000, false);
-        w.dequeued(1, 100, true);
+        w.backlogged(&mut p[1]);
+        w.dequeued(0, &mut p[0], 1000, false);
+        w.dequeued(1, &mut p[1], 100, true);
         // 1100 * 3/4 - 100 = 725
         assert_eq!(w.worst(), (725.0, Some(1)));
     }
@@ -180,8 +182,9 @@ mod tests {
     #[test]
     fn no_shortfall_reports_zero_and_no_flow() {
         let mut w = Wfi::new(&[1]);
-        w.backlogged(0);
-        w.dequeued(0, 1500, true);
+        let mut p = Period::default();
+        w.backlogged(&mut p);
+        w.dequeued(0, &mut p, 1500, true);
         assert_eq!(w.worst(), (0.0, None));
     }
 }

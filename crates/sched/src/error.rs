@@ -15,9 +15,9 @@ pub enum ParamError {
     /// Maximum packet length zero or above the maximum.
     #[error("invalid max_len {max_len}: must be 1..={max} bytes")]
     MaxLen { max_len: u32, max: u32 },
-    /// Packet limit of zero.
-    #[error("invalid limit_pkts 0: a queue must hold at least one packet")]
-    LimitPkts,
+    /// Packet limit of zero, or too large.
+    #[error("invalid limit_pkts {limit_pkts}: must be 1..={max}")]
+    LimitPkts { limit_pkts: u32, max: u32 },
     /// Byte limit below the maximum packet length.
     #[error("invalid limit_bytes {limit_bytes}: must be at least max_len ({max_len})")]
     LimitBytes { limit_bytes: u64, max_len: u32 },

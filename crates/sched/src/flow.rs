@@ -19,11 +19,15 @@ pub const MAX_WEIGHT: u32 = 1 << 16;
 /// super-packets). The virtual-time bit budget in [`crate::vtime`] depends on it.
 pub const MAX_PACKET_LEN: u32 = 1 << 20;
 
+/// Largest per-flow packet limit.
+pub const MAX_LIMIT_PKTS: u32 = 1 << 31;
+
 /// Default maximum packet length: the Ethernet MTU.
 pub const DEFAULT_MAX_LEN: u32 = 1500;
 
-/// Default per-flow queue limit in packets (Linux's default `txqueuelen`).
-pub const DEFAULT_LIMIT_PKTS: u32 = 1000;
+/// Default per-flow queue limit in packets (Linux `sch_fq`'s default `flow_limit`). A
+/// flow's queue is a ring allocated for its limit, so this also sets its memory.
+pub const DEFAULT_LIMIT_PKTS: u32 = 100;
 
 /// Handle to a flow of one scheduler.
 ///
@@ -76,7 +80,8 @@ pub struct FlowParams {
     /// rejected with [`crate::DropReason::PacketTooLong`]; timestamp schedulers use it for
     /// their guarantees.
     pub max_len: u32,
-    /// Queue limit in packets (at least 1).
+    /// Queue limit in packets, `1..=2^31`. The flow's queue is a ring of this many entries
+    /// (rounded up to a power of two), allocated when the flow is created.
     pub limit_pkts: u32,
     /// Queue limit in bytes (at least `max_len`); `u64::MAX` for no byte limit.
     pub limit_bytes: u64,
@@ -143,8 +148,11 @@ impl FlowParams {
                 max: MAX_PACKET_LEN,
             });
         }
-        if self.limit_pkts == 0 {
-            return Err(ParamError::LimitPkts);
+        if self.limit_pkts == 0 || self.limit_pkts > MAX_LIMIT_PKTS {
+            return Err(ParamError::LimitPkts {
+                limit_pkts: self.limit_pkts,
+                max: MAX_LIMIT_PKTS,
+            });
         }
         if self.limit_bytes < u64::from(self.max_len) {
             return Err(ParamError::LimitBytes {

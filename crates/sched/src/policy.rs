@@ -8,13 +8,16 @@
 //!
 //! # Call protocol
 //!
-//! - [`Policy::enqueued`] runs for every accepted packet, *before* the packet is appended,
-//!   so `flows.is_backlogged(f)` tells whether the flow was empty.
+//! - [`Policy::enqueued`] runs for every accepted packet, *before* the packet is appended;
+//!   it is told whether the flow was empty.
 //! - [`Policy::select`] names the flow whose head packet leaves next. It may reorganise the
 //!   policy's structures but must be idempotent: called again before a dequeue, it returns
 //!   the same flow (this is what makes `peek_len` non-destructive).
-//! - [`Policy::dequeued`] runs after the head packet of the selected flow was removed, so
-//!   `flows.head_len(f)` is the next packet's length, if any.
+//! - [`Policy::dequeued`] runs after the head packet of the selected flow was removed; it
+//!   is told the length of the flow's next packet, if any.
+//!
+//! The hooks receive what the table already read (was the flow empty, the next head's
+//! length) so that a policy touches a flow's entry as few times as possible.
 //! - [`Policy::flow_removing`] runs before a flow's packets are purged; the policy must
 //!   forget the flow (unlink it from lists, heaps).
 
@@ -23,7 +26,7 @@ use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry::{AlgorithmInfo, Params};
 use crate::scheduler::Scheduler;
-use crate::stats::{Backlog, DropReason, FlowStats, SchedStats};
+use crate::stats::{Backlog, FlowStats, SchedStats};
 use crate::table::FlowTable;
 
 /// The flow table as a policy sees it.
@@ -61,15 +64,29 @@ pub trait Policy: Sized + 'static {
     /// A flow is about to be removed, possibly with queued packets.
     fn flow_removing<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32);
 
-    /// A packet of `len` bytes was accepted for flow `f` and is about to be appended.
-    /// Returns the tag stored with it.
-    fn enqueued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, len: u32) -> Self::Tag;
+    /// A packet of `len` bytes was accepted for flow `f` (empty until now if `was_empty`)
+    /// and is about to be appended. Returns the tag stored with it.
+    fn enqueued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        was_empty: bool,
+    ) -> Self::Tag;
 
     /// The flow whose head packet leaves next, or `None` if no flow is backlogged.
     fn select<P: Packet>(&mut self, flows: &mut Flows<P, Self>) -> Option<u32>;
 
-    /// The head packet of `f` (`len` bytes, tagged `tag`) was removed.
-    fn dequeued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, len: u32, tag: Self::Tag);
+    /// The head packet of `f` (`len` bytes, tagged `tag`) was removed; `next` is the length
+    /// of the flow's new head packet, `None` if the flow is now empty.
+    fn dequeued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        tag: Self::Tag,
+        next: Option<u32>,
+    );
 
     /// Algorithm-specific counters for [`SchedStats::algorithm`].
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -138,7 +155,7 @@ impl<A: Policy, P: Packet> Scheduler<P> for Sched<A, P> {
     fn update_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
         let f = self.resolve(flow)?;
         self.check(&params)?;
-        let old = *self.flows.params(f);
+        let old = self.flows.params(f);
         self.flows.set_params(f, params);
         self.alg.flow_updated(&mut self.flows, f, old);
         Ok(())
@@ -150,46 +167,45 @@ impl<A: Policy, P: Packet> Scheduler<P> for Sched<A, P> {
         Ok(self.flows.remove(f))
     }
 
-    #[inline]
+    #[inline(always)]
     fn enqueue(&mut self, flow: FlowId, pkt: P) -> Result<(), Rejected<P>> {
-        let Some(f) = self.flows.resolve(flow) else {
-            self.flows.count_drop(None, DropReason::UnknownFlow);
-            return Err(Rejected {
-                pkt,
-                reason: DropReason::UnknownFlow,
-            });
-        };
         let len = pkt.wire_len();
-        if let Err(reason) = self.flows.admit(f, len) {
-            self.flows.count_drop(Some(f), reason);
-            return Err(Rejected { pkt, reason });
+        match self.flows.admit(flow, len) {
+            Ok((f, was_empty)) => {
+                let tag = self.alg.enqueued(&mut self.flows, f, len, was_empty);
+                self.flows.push(f, pkt, tag);
+                Ok(())
+            }
+            Err((f, reason)) => {
+                // `count_drop` is cold: the fast path is the admitted packet.
+                self.flows.count_drop(f, reason);
+                Err(Rejected { pkt, reason })
+            }
         }
-        let tag = self.alg.enqueued(&mut self.flows, f, len);
-        self.flows.push(f, pkt, tag);
-        Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn dequeue(&mut self) -> Option<(FlowId, P)> {
         let f = self.alg.select(&mut self.flows)?;
-        let (pkt, tag) = self.flows.pop(f);
-        self.alg.dequeued(&mut self.flows, f, pkt.wire_len(), tag);
-        Some((self.flows.id(f), pkt))
+        let d = self.flows.pop(f);
+        let len = d.pkt.wire_len();
+        self.alg.dequeued(&mut self.flows, f, len, d.tag, d.next);
+        Some((d.id, d.pkt))
     }
 
-    #[inline]
+    #[inline(always)]
     fn peek_len(&mut self) -> Option<u32> {
         let f = self.alg.select(&mut self.flows)?;
         self.flows.head_len(f)
     }
 
-    #[inline]
+    #[inline(always)]
     fn backlog(&self) -> Backlog {
         self.flows.backlog()
     }
 
     fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {
-        self.flows.resolve(flow).map(|f| *self.flows.params(f))
+        self.flows.resolve(flow).map(|f| self.flows.params(f))
     }
 
     fn flow_stats(&self, flow: FlowId) -> Option<FlowStats> {

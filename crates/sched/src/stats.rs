@@ -60,6 +60,8 @@ impl fmt::Display for DropReason {
     }
 }
 
+impl std::error::Error for DropReason {}
+
 /// Drop counters, one per [`DropReason`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DropCounts([u64; DropReason::COUNT]);

@@ -7,135 +7,234 @@
 //!
 //! # Packet storage
 //!
-//! Packets live in one pool of slots allocated when the scheduler is built: no allocation
-//! per packet, and memory bounded by the scheduler's capacity whatever the number of flows.
-//! Each flow's queue is a singly linked list through the pool (`head`, `tail`, `next`), and
-//! free slots form a stack. Enqueue and dequeue are O(1) and touch the flow's entry and one
-//! slot.
+//! Each flow's queue is a ring of packet handles, allocated when the flow is created (or
+//! its packet limit raised) with room for `limit_pkts` packets rounded up to a power of
+//! two: no allocation per packet, and an enqueue or a dequeue is one store or load in the
+//! ring and one increment, as in DPDK's `rte_sched` queues. Memory is therefore the sum of
+//! the flows' packet limits; the table's capacity bounds the packets queued at once over
+//! all flows (the scheduler-wide limit of `tc`'s qdiscs).
+//!
+//! # Counters
+//!
+//! The ring positions are free-running counters: `tail` counts the packets ever queued on
+//! the flow, `head` those ever sent, and the backlog is their difference. Bytes are counted
+//! the same way. The table keeps the same totals, plus what removed flows took with them.
+//! So an enqueue updates three counters and a dequeue four, and every `tc -s` figure
+//! follows.
+//!
+//! # Indexing
+//!
+//! The flow array and every ring have power-of-two lengths and are indexed through a mask:
+//! for the indices the table hands out the mask changes nothing, and it proves to the
+//! compiler that the index is in bounds, so the data path carries no bounds checks and no
+//! `unsafe`. Handles from callers ([`FlowId`]) are range-checked once, in
+//! [`FlowTable::resolve`].
 //!
 //! # Invariants
 //!
-//! - A flow's `pkts`/`bytes` equal the number and total length of the packets on its list;
-//!   the table's backlog is their sum over all flows.
-//! - `head == NIL` exactly when `pkts == 0`.
-//! - A slot is either on exactly one flow's list (its `pkt` is `Some`) or on the free stack.
-//! - A flow slot is live exactly when its generation is odd.
+//! - For every flow, the ring entries at positions `head..tail` (mod its length) hold its
+//!   queued packets, oldest first, and every other entry is `None`; `tail - head` never
+//!   exceeds `limit_pkts` at the time of the enqueue, nor the ring length.
+//! - The table's backlog (`enq - sent - purged`) never exceeds its capacity.
+//! - A flow entry is live exactly when its generation is odd; entries never handed out have
+//!   generation 0, so no [`FlowId`] (always odd) matches them.
 
 use crate::error::FlowError;
 use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::stats::{Backlog, DropCounts, DropReason, FlowStats};
 
-/// End-of-list marker for slot and flow indices.
+/// End-of-list marker for flow indices (used by the algorithms' lists).
 pub const NIL: u32 = u32::MAX;
 
-/// Most flows one scheduler holds (indices stay clear of [`NIL`]).
+/// Most flows, and most packets, one scheduler holds (indices stay clear of [`NIL`]).
 pub const MAX_FLOWS: u32 = 1 << 31;
 
-struct Slot<P, G> {
-    pkt: Option<P>,
-    tag: G,
-    next: u32,
+/// A flow's queue: a power-of-two ring of packets and their tags.
+type Ring<P, G> = Box<[Option<(P, G)>]>;
+
+fn new_ring<P, G>(limit_pkts: u32) -> Ring<P, G> {
+    (0..limit_pkts.max(1).next_power_of_two())
+        .map(|_| None)
+        .collect()
 }
 
-/// Hot per-flow queue state.
-#[derive(Clone, Copy, Debug)]
-struct QueueState {
-    head: u32,
-    tail: u32,
-    pkts: u32,
+/// One flow. `repr(C)` keeps the fields every enqueue and dequeue touches in the first 64
+/// bytes, in this order; the algorithm's state follows.
+#[repr(C)]
+struct FlowEntry<P, S, G> {
+    /// Packets ever sent (or purged): the ring's read position.
+    head: u64,
+    /// Packets ever queued: the ring's write position.
+    tail: u64,
+    ring: Ring<P, G>,
     /// Odd while the flow exists; bumped on creation and on removal.
     gen: u32,
-    bytes: u64,
-    sent_pkts: u64,
+    max_len: u32,
+    limit_pkts: u32,
+    weight: u32,
+    enq_bytes: u64,
     sent_bytes: u64,
+    limit_bytes: u64,
+    priority: u8,
+    st: S,
 }
 
-struct FlowEntry<S> {
-    q: QueueState,
-    params: FlowParams,
-    st: S,
+impl<P, S: Default, G> FlowEntry<P, S, G> {
+    fn new(gen: u32, p: FlowParams, ring: Ring<P, G>) -> Self {
+        Self {
+            head: 0,
+            tail: 0,
+            ring,
+            gen,
+            max_len: p.max_len,
+            limit_pkts: p.limit_pkts,
+            weight: p.weight,
+            enq_bytes: 0,
+            sent_bytes: 0,
+            limit_bytes: p.limit_bytes,
+            priority: p.priority,
+            st: S::default(),
+        }
+    }
+
+    fn params(&self) -> FlowParams {
+        FlowParams {
+            weight: self.weight,
+            max_len: self.max_len,
+            limit_pkts: self.limit_pkts,
+            limit_bytes: self.limit_bytes,
+            priority: self.priority,
+        }
+    }
+
+    /// Length of the packet at ring position `pos`, if one is queued there.
+    #[inline(always)]
+    fn len_at(&self, pos: u64) -> Option<u32>
+    where
+        P: Packet,
+    {
+        slot(&self.ring, pos).as_ref().map(|(p, _)| p.wire_len())
+    }
+}
+
+/// Slot of position `pos` in a non-empty power-of-two array, masked by the length.
+#[inline(always)]
+fn at<T>(a: &[T], pos: u64) -> usize {
+    pos as usize & a.len().wrapping_sub(1)
+}
+
+/// `&a[pos mod len]` for a non-empty power-of-two array `a`. Indexing the prefix `..=mask`
+/// with a masked index lets the compiler drop the bounds check (one test that `a` is not
+/// empty remains), however it narrows the index arithmetic.
+#[inline(always)]
+fn slot<T>(a: &[T], pos: u64) -> &T {
+    let m = a.len().wrapping_sub(1);
+    &a[..=m][pos as usize & m]
+}
+
+/// Mutable [`slot`].
+#[inline(always)]
+fn slot_mut<T>(a: &mut [T], pos: u64) -> &mut T {
+    let m = a.len().wrapping_sub(1);
+    &mut a[..=m][pos as usize & m]
+}
+
+/// What [`FlowTable::pop`] took off a flow.
+#[derive(Debug)]
+pub struct Popped<P, G> {
+    /// The packet.
+    pub pkt: P,
+    /// Its tag.
+    pub tag: G,
+    /// The flow's handle.
+    pub id: FlowId,
+    /// Length of the flow's new head packet, or `None` if the flow is now empty.
+    pub next: Option<u32>,
+}
+
+/// Packets and bytes counted by the whole table.
+#[derive(Clone, Copy, Debug, Default)]
+struct Totals {
+    enq_pkts: u64,
+    enq_bytes: u64,
+    sent_pkts: u64,
+    sent_bytes: u64,
+    purged_pkts: u64,
+    purged_bytes: u64,
 }
 
 /// Flows, their queues, limits and counters, with per-flow algorithm state `S` and an
 /// optional per-packet tag `G` (for algorithms that stamp packets at enqueue).
 pub struct FlowTable<P, S, G = ()> {
-    flows: Vec<FlowEntry<S>>,
+    /// Power-of-two length (at least 1); indices `>= used` were never handed out.
+    flows: Vec<FlowEntry<P, S, G>>,
+    used: u32,
     /// Cold per-flow drop counters, parallel to `flows`.
     flow_drops: Vec<DropCounts>,
     free_flows: Vec<u32>,
     live_flows: u32,
-    slots: Vec<Slot<P, G>>,
-    free_slot: u32,
-    backlog: Backlog,
-    sent_pkts: u64,
-    sent_bytes: u64,
+    capacity: u32,
+    totals: Totals,
     drops: DropCounts,
 }
 
 impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
-    /// A table with room for `capacity` queued packets (`1..=2^31`), allocated now.
+    /// A table that holds at most `capacity` queued packets (`1..=2^31`) over all flows.
     pub fn with_capacity(capacity: u32) -> Self {
         assert!((1..=MAX_FLOWS).contains(&capacity), "capacity out of range");
-        let slots = (0..capacity)
-            .map(|i| Slot {
-                pkt: None,
-                tag: G::default(),
-                next: if i + 1 < capacity { i + 1 } else { NIL },
-            })
-            .collect();
         Self {
-            flows: Vec::new(),
+            // One never-used entry, so that the array is never empty and masks are valid.
+            flows: vec![FlowEntry::new(0, FlowParams::default(), new_ring(1))],
+            used: 0,
             flow_drops: Vec::new(),
             free_flows: Vec::new(),
             live_flows: 0,
-            slots,
-            free_slot: 0,
-            backlog: Backlog::default(),
-            sent_pkts: 0,
-            sent_bytes: 0,
+            capacity,
+            totals: Totals::default(),
             drops: DropCounts::default(),
         }
     }
 
-    /// Packets the pool holds at most.
+    /// Packets the table holds at most.
     pub fn capacity(&self) -> u32 {
-        self.slots.len() as u32
+        self.capacity
+    }
+
+    #[inline(always)]
+    fn e(&self, f: u32) -> &FlowEntry<P, S, G> {
+        slot(&self.flows, u64::from(f))
+    }
+
+    #[inline(always)]
+    fn e_mut(&mut self, f: u32) -> &mut FlowEntry<P, S, G> {
+        slot_mut(&mut self.flows, u64::from(f))
     }
 
     /// Creates a flow (parameters already validated) and returns its index.
     pub fn add(&mut self, params: FlowParams) -> Result<u32, FlowError> {
-        let fresh = QueueState {
-            head: NIL,
-            tail: NIL,
-            pkts: 0,
-            gen: 1,
-            bytes: 0,
-            sent_pkts: 0,
-            sent_bytes: 0,
-        };
         let f = if let Some(f) = self.free_flows.pop() {
-            let e = &mut self.flows[f as usize];
-            let gen = e.q.gen.wrapping_add(1) | 1;
-            *e = FlowEntry {
-                q: QueueState { gen, ..fresh },
-                params,
-                st: S::default(),
-            };
-            self.flow_drops[f as usize] = DropCounts::default();
             f
         } else {
-            if self.flows.len() as u64 >= u64::from(MAX_FLOWS) {
+            if self.used >= MAX_FLOWS {
                 return Err(FlowError::TooManyFlows { max: MAX_FLOWS });
             }
-            self.flows.push(FlowEntry {
-                q: fresh,
-                params,
-                st: S::default(),
-            });
-            self.flow_drops.push(DropCounts::default());
-            (self.flows.len() - 1) as u32
+            if self.used as usize == self.flows.len() {
+                let len = self.flows.len() * 2;
+                self.flows.resize_with(len, || {
+                    FlowEntry::new(0, FlowParams::default(), new_ring(1))
+                });
+            }
+            if self.flow_drops.len() < self.flows.len() {
+                self.flow_drops
+                    .resize(self.flows.len(), DropCounts::default());
+            }
+            self.used += 1;
+            self.used - 1
         };
+        let gen = self.e(f).gen.wrapping_add(1) | 1;
+        *self.e_mut(f) = FlowEntry::new(gen, params, new_ring(params.limit_pkts));
+        self.flow_drops[f as usize] = DropCounts::default();
         self.live_flows += 1;
         Ok(f)
     }
@@ -143,40 +242,44 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// Removes flow `f` and returns its queued packets, oldest first. They are counted as
     /// drops with reason [`DropReason::FlowRemoved`].
     pub fn remove(&mut self, f: u32) -> Vec<P> {
-        let mut out = Vec::with_capacity(self.flows[f as usize].q.pkts as usize);
-        while self.flows[f as usize].q.pkts > 0 {
-            let (pkt, _) = self.unlink_head(f);
-            self.drops.add(DropReason::FlowRemoved, 1);
+        let e = self.e_mut(f);
+        let mut out = Vec::with_capacity((e.tail - e.head) as usize);
+        let mut bytes = 0;
+        while e.head != e.tail {
+            let (pkt, _) = take_head(e, f);
+            bytes += u64::from(pkt.wire_len());
             out.push(pkt);
         }
-        let e = &mut self.flows[f as usize];
-        e.q.gen = e.q.gen.wrapping_add(1) & !1;
+        e.gen = e.gen.wrapping_add(1) & !1;
         e.st = S::default();
+        e.ring = new_ring(1);
+        self.totals.purged_pkts += out.len() as u64;
+        self.totals.purged_bytes += bytes;
+        self.drops.add(DropReason::FlowRemoved, out.len() as u64);
         self.free_flows.push(f);
         self.live_flows -= 1;
         out
     }
 
     /// The index of a live flow, or `None` for a stale or foreign handle.
-    #[inline]
+    #[inline(always)]
     pub fn resolve(&self, id: FlowId) -> Option<u32> {
-        let e = self.flows.get(id.index() as usize)?;
-        (e.q.gen == id.generation() && id.generation() & 1 == 1).then_some(id.index())
+        let f = id.index();
+        // One range check here; every later access is masked.
+        (f < self.used && self.e(f).gen == id.generation()).then_some(f)
     }
 
     /// The handle of live flow `f`.
-    #[inline]
+    #[inline(always)]
     pub fn id(&self, f: u32) -> FlowId {
-        FlowId::new(f, self.flows[f as usize].q.gen)
+        FlowId::new(f, self.e(f).gen)
     }
 
     /// Handles of all live flows, by index.
     pub fn ids(&self) -> Vec<FlowId> {
-        self.flows
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.q.gen & 1 == 1)
-            .map(|(i, e)| FlowId::new(i as u32, e.q.gen))
+        (0..self.used)
+            .filter(|&f| self.is_live(f))
+            .map(|f| self.id(f))
             .collect()
     }
 
@@ -185,99 +288,149 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         self.live_flows
     }
 
-    /// Number of flow slots, live or free (an upper bound on indices).
+    /// Number of flow indices handed out so far (an upper bound on live indices).
     pub fn slots(&self) -> u32 {
-        self.flows.len() as u32
+        self.used
     }
 
-    /// Whether flow slot `f` holds a live flow.
+    /// Whether `f` is a live flow.
     pub fn is_live(&self, f: u32) -> bool {
-        self.flows.get(f as usize).is_some_and(|e| e.q.gen & 1 == 1)
+        f < self.used && self.e(f).gen & 1 == 1
     }
 
     /// Parameters of flow `f`.
-    #[inline]
-    pub fn params(&self, f: u32) -> &FlowParams {
-        &self.flows[f as usize].params
+    pub fn params(&self, f: u32) -> FlowParams {
+        self.e(f).params()
     }
 
     /// Replaces the parameters of flow `f` (already validated). Queued packets stay, even if
-    /// they exceed the new limits; new arrivals see the new limits.
+    /// they exceed the new limits; new arrivals see the new limits. A larger packet limit
+    /// reallocates the flow's ring (the packets keep their order).
     pub fn set_params(&mut self, f: u32, params: FlowParams) {
-        self.flows[f as usize].params = params;
+        let e = self.e_mut(f);
+        if params.limit_pkts as usize > e.ring.len() {
+            let mut ring = new_ring(params.limit_pkts);
+            for pos in e.head..e.tail {
+                let old = at(&e.ring, pos);
+                ring[at(&ring, pos)] = e.ring[old].take();
+            }
+            e.ring = ring;
+        }
+        e.max_len = params.max_len;
+        e.limit_pkts = params.limit_pkts;
+        e.limit_bytes = params.limit_bytes;
+        e.weight = params.weight;
+        e.priority = params.priority;
     }
 
     /// Weight of flow `f`.
-    #[inline]
+    #[inline(always)]
     pub fn weight(&self, f: u32) -> u32 {
-        self.flows[f as usize].params.weight
+        self.e(f).weight
+    }
+
+    /// Strict-priority band of flow `f`.
+    #[inline(always)]
+    pub fn priority(&self, f: u32) -> u8 {
+        self.e(f).priority
     }
 
     /// Algorithm state of flow `f`.
-    #[inline]
+    #[inline(always)]
     pub fn st(&self, f: u32) -> &S {
-        &self.flows[f as usize].st
+        &self.e(f).st
     }
 
     /// Mutable algorithm state of flow `f`.
-    #[inline]
+    #[inline(always)]
     pub fn st_mut(&mut self, f: u32) -> &mut S {
-        &mut self.flows[f as usize].st
+        &mut self.e_mut(f).st
+    }
+
+    /// Head packet length, weight and mutable algorithm state of flow `f`, in one look-up
+    /// (what a round-robin visit needs).
+    #[inline(always)]
+    pub fn visit(&mut self, f: u32) -> (Option<u32>, u32, &mut S) {
+        let e = self.e_mut(f);
+        (e.len_at(e.head), e.weight, &mut e.st)
     }
 
     /// Whether flow `f` has queued packets.
-    #[inline]
+    #[inline(always)]
     pub fn is_backlogged(&self, f: u32) -> bool {
-        self.flows[f as usize].q.pkts != 0
+        let e = self.e(f);
+        e.tail != e.head
     }
 
     /// Backlog of flow `f`.
-    #[inline]
+    #[inline(always)]
     pub fn flow_backlog(&self, f: u32) -> Backlog {
-        let q = &self.flows[f as usize].q;
+        let e = self.e(f);
         Backlog {
-            pkts: u64::from(q.pkts),
-            bytes: q.bytes,
+            pkts: e.tail - e.head,
+            bytes: e.enq_bytes - e.sent_bytes,
         }
     }
 
     /// Length of the head packet of flow `f`, if any.
-    #[inline]
+    #[inline(always)]
     pub fn head_len(&self, f: u32) -> Option<u32> {
-        let head = self.flows[f as usize].q.head;
-        if head == NIL {
-            return None;
-        }
-        self.slots[head as usize].pkt.as_ref().map(Packet::wire_len)
+        let e = self.e(f);
+        e.len_at(e.head)
     }
 
     /// Tag of the head packet of flow `f`, if any.
-    #[inline]
+    #[inline(always)]
     pub fn head_tag(&self, f: u32) -> Option<G> {
-        let head = self.flows[f as usize].q.head;
-        (head != NIL).then(|| self.slots[head as usize].tag)
+        let e = self.e(f);
+        slot(&e.ring, e.head).as_ref().map(|&(_, g)| g)
     }
 
-    /// Checks whether a packet of `len` bytes may join flow `f`, without counting anything.
-    #[inline]
-    pub fn admit(&self, f: u32, len: u32) -> Result<(), DropReason> {
-        let e = &self.flows[f as usize];
-        if len == 0 {
-            Err(DropReason::EmptyPacket)
-        } else if len > e.params.max_len {
-            Err(DropReason::PacketTooLong)
-        } else if e.q.pkts >= e.params.limit_pkts {
-            Err(DropReason::FlowPacketLimit)
-        } else if e.q.bytes + u64::from(len) > e.params.limit_bytes {
-            Err(DropReason::FlowByteLimit)
-        } else if self.free_slot == NIL {
-            Err(DropReason::SchedulerFull)
+    /// Resolves `id` and checks whether a packet of `len` bytes may join it, without
+    /// counting anything. On success returns the flow index and whether the flow was
+    /// empty; on refusal the reason, and the flow index when the flow exists.
+    #[inline(always)]
+    pub fn admit(&self, id: FlowId, len: u32) -> Result<(u32, bool), (Option<u32>, DropReason)> {
+        let f = id.index();
+        let e = self.e(f);
+        if f >= self.used || e.gen != id.generation() {
+            return Err((None, DropReason::UnknownFlow));
+        }
+        let t = &self.totals;
+        let queued = e.tail - e.head;
+        // All tests at once, one branch; the reason is worked out off the fast path.
+        let ok = (len.wrapping_sub(1) < e.max_len)
+            & (queued < u64::from(e.limit_pkts))
+            & (e.enq_bytes - e.sent_bytes + u64::from(len) <= e.limit_bytes)
+            & (t.enq_pkts - t.sent_pkts - t.purged_pkts < u64::from(self.capacity));
+        if ok {
+            Ok((f, queued == 0))
         } else {
-            Ok(())
+            Err((Some(f), self.refusal(f, len)))
+        }
+    }
+
+    /// Why [`Self::admit`] refused, in the order of the checks.
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, f: u32, len: u32) -> DropReason {
+        let e = self.e(f);
+        if len == 0 {
+            DropReason::EmptyPacket
+        } else if len > e.max_len {
+            DropReason::PacketTooLong
+        } else if e.tail - e.head >= u64::from(e.limit_pkts) {
+            DropReason::FlowPacketLimit
+        } else if e.enq_bytes - e.sent_bytes + u64::from(len) > e.limit_bytes {
+            DropReason::FlowByteLimit
+        } else {
+            DropReason::SchedulerFull
         }
     }
 
     /// Counts a drop, against flow `f` too when it exists.
+    #[cold]
+    #[inline(never)]
     pub fn count_drop(&mut self, f: Option<u32>, reason: DropReason) {
         self.drops.add(reason, 1);
         if let Some(f) = f {
@@ -286,76 +439,51 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     }
 
     /// Appends a packet to flow `f`. The caller has checked [`Self::admit`].
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, f: u32, pkt: P, tag: G) {
-        let len = pkt.wire_len();
-        let s = self.free_slot;
-        debug_assert_ne!(s, NIL, "push without admit");
-        let slot = &mut self.slots[s as usize];
-        self.free_slot = slot.next;
-        slot.pkt = Some(pkt);
-        slot.tag = tag;
-        slot.next = NIL;
-        let q = &mut self.flows[f as usize].q;
-        if q.tail == NIL {
-            q.head = s;
-        } else {
-            self.slots[q.tail as usize].next = s;
-        }
-        q.tail = s;
-        q.pkts += 1;
-        q.bytes += u64::from(len);
-        self.backlog.pkts += 1;
-        self.backlog.bytes += u64::from(len);
+        let len = u64::from(pkt.wire_len());
+        let e = self.e_mut(f);
+        debug_assert!(
+            ((e.tail - e.head) as usize) < e.ring.len(),
+            "push without admit"
+        );
+        *slot_mut(&mut e.ring, e.tail) = Some((pkt, tag));
+        e.tail += 1;
+        e.enq_bytes += len;
+        self.totals.enq_pkts += 1;
+        self.totals.enq_bytes += len;
     }
 
-    /// Removes and returns the head packet of flow `f` (which must be backlogged) and its
-    /// tag, counting it as sent.
-    #[inline]
-    pub fn pop(&mut self, f: u32) -> (P, G) {
-        let (pkt, tag) = self.unlink_head(f);
+    /// Removes the head packet of flow `f` (which must be backlogged), counting it as sent.
+    #[inline(always)]
+    pub fn pop(&mut self, f: u32) -> Popped<P, G> {
+        let e = self.e_mut(f);
+        let (pkt, tag) = take_head(e, f);
         let len = u64::from(pkt.wire_len());
-        let q = &mut self.flows[f as usize].q;
-        q.sent_pkts += 1;
-        q.sent_bytes += len;
-        self.sent_pkts += 1;
-        self.sent_bytes += len;
-        (pkt, tag)
-    }
-
-    fn unlink_head(&mut self, f: u32) -> (P, G) {
-        let q = &mut self.flows[f as usize].q;
-        let s = q.head;
-        assert_ne!(s, NIL, "pop from an empty flow");
-        let slot = &mut self.slots[s as usize];
-        let pkt = slot.pkt.take().expect("queued slot holds a packet");
-        let tag = slot.tag;
-        q.head = slot.next;
-        if q.head == NIL {
-            q.tail = NIL;
-        }
-        slot.next = self.free_slot;
-        self.free_slot = s;
-        let len = u64::from(pkt.wire_len());
-        q.pkts -= 1;
-        q.bytes -= len;
-        self.backlog.pkts -= 1;
-        self.backlog.bytes -= len;
-        (pkt, tag)
+        e.sent_bytes += len;
+        let next = e.len_at(e.head);
+        let id = FlowId::new(f, e.gen);
+        self.totals.sent_pkts += 1;
+        self.totals.sent_bytes += len;
+        Popped { pkt, tag, id, next }
     }
 
     /// Backlog of the whole table.
-    #[inline]
+    #[inline(always)]
     pub fn backlog(&self) -> Backlog {
-        self.backlog
+        let t = &self.totals;
+        Backlog {
+            pkts: t.enq_pkts - t.sent_pkts - t.purged_pkts,
+            bytes: t.enq_bytes - t.sent_bytes - t.purged_bytes,
+        }
     }
 
     /// Counters of flow `f`.
     pub fn flow_stats(&self, f: u32) -> FlowStats {
-        let q = &self.flows[f as usize].q;
+        let e = self.e(f);
         FlowStats {
-            sent_pkts: q.sent_pkts,
-            sent_bytes: q.sent_bytes,
+            sent_pkts: e.head,
+            sent_bytes: e.sent_bytes,
             drops: self.flow_drops[f as usize],
             backlog: self.flow_backlog(f),
         }
@@ -363,8 +491,25 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
 
     /// Packets and bytes sent, and drops, of the whole table.
     pub fn totals(&self) -> (u64, u64, DropCounts) {
-        (self.sent_pkts, self.sent_bytes, self.drops)
+        (self.totals.sent_pkts, self.totals.sent_bytes, self.drops)
     }
+}
+
+/// Takes the head packet of a flow's ring, which must hold one.
+#[inline(always)]
+fn take_head<P, S, G>(e: &mut FlowEntry<P, S, G>, f: u32) -> (P, G) {
+    // An empty flow's head entry is `None`.
+    let Some(entry) = slot_mut(&mut e.ring, e.head).take() else {
+        empty_pop(f)
+    };
+    e.head += 1;
+    entry
+}
+
+#[cold]
+#[inline(never)]
+fn empty_pop(f: u32) -> ! {
+    panic!("pop from empty flow {f}: the policy selected a flow with no packets")
 }
 
 #[cfg(test)]
@@ -377,17 +522,20 @@ mod tests {
     }
 
     #[test]
-    fn queues_are_fifo_and_share_the_pool() {
+    fn queues_are_fifo_and_share_the_capacity() {
         let mut t = table(4);
         let a = t.add(FlowParams::default()).unwrap();
         let b = t.add(FlowParams::default()).unwrap();
         for i in 0..2 {
-            t.admit(a, 100).unwrap();
+            t.admit(t.id(a), 100).unwrap();
             t.push(a, Desc::new(i, 100), ());
-            t.admit(b, 200).unwrap();
+            t.admit(t.id(b), 200).unwrap();
             t.push(b, Desc::new(10 + i, 200), ());
         }
-        assert_eq!(t.admit(a, 100), Err(DropReason::SchedulerFull));
+        assert_eq!(
+            t.admit(t.id(a), 100),
+            Err((Some(a), DropReason::SchedulerFull))
+        );
         assert_eq!(
             t.backlog(),
             Backlog {
@@ -395,16 +543,39 @@ mod tests {
                 bytes: 600
             }
         );
+        assert_eq!(
+            t.flow_backlog(b),
+            Backlog {
+                pkts: 2,
+                bytes: 400
+            }
+        );
         assert_eq!(t.head_len(b), Some(200));
-        assert_eq!(t.pop(a).0.cookie, 0);
-        assert_eq!(t.pop(a).0.cookie, 1);
+        assert_eq!(t.pop(a).pkt.cookie, 0);
+        assert_eq!(t.pop(a).pkt.cookie, 1);
         assert!(!t.is_backlogged(a));
         assert_eq!(t.head_len(a), None);
-        // the freed slots are reusable by the other flow
+        // the room freed counts for the other flow
+        t.admit(t.id(b), 200).unwrap();
         t.push(b, Desc::new(12, 200), ());
-        assert_eq!(t.pop(b).0.cookie, 10);
+        assert_eq!(t.pop(b).pkt.cookie, 10);
         assert_eq!(t.flow_stats(a).sent_bytes, 200);
         assert_eq!(t.totals().0, 3);
+    }
+
+    #[test]
+    fn capacity_need_not_be_a_power_of_two() {
+        let mut t = table(3);
+        let a = t.add(FlowParams::default()).unwrap();
+        for i in 0..3 {
+            t.admit(t.id(a), 1).unwrap();
+            t.push(a, Desc::new(i, 1), ());
+        }
+        assert_eq!(
+            t.admit(t.id(a), 1),
+            Err((Some(a), DropReason::SchedulerFull))
+        );
+        assert_eq!(t.capacity(), 3);
     }
 
     #[test]
@@ -418,12 +589,21 @@ mod tests {
                     .with_limit_bytes(1500),
             )
             .unwrap();
-        assert_eq!(t.admit(f, 0), Err(DropReason::EmptyPacket));
-        assert_eq!(t.admit(f, 1001), Err(DropReason::PacketTooLong));
+        assert_eq!(t.admit(t.id(f), 0), Err((Some(f), DropReason::EmptyPacket)));
+        assert_eq!(
+            t.admit(t.id(f), 1001),
+            Err((Some(f), DropReason::PacketTooLong))
+        );
         t.push(f, Desc::new(0, 1000), ());
-        assert_eq!(t.admit(f, 600), Err(DropReason::FlowByteLimit));
+        assert_eq!(
+            t.admit(t.id(f), 600),
+            Err((Some(f), DropReason::FlowByteLimit))
+        );
         t.push(f, Desc::new(1, 500), ());
-        assert_eq!(t.admit(f, 1), Err(DropReason::FlowPacketLimit));
+        assert_eq!(
+            t.admit(t.id(f), 1),
+            Err((Some(f), DropReason::FlowPacketLimit))
+        );
     }
 
     #[test]
@@ -444,5 +624,55 @@ mod tests {
         assert_eq!(t.resolve(t.id(g)), Some(g));
         assert_eq!(t.live(), 1);
         assert_eq!(t.ids(), vec![t.id(g)]);
+        assert_eq!(
+            t.flow_stats(g),
+            FlowStats::default(),
+            "counters start afresh"
+        );
+    }
+
+    #[test]
+    fn raising_the_packet_limit_keeps_the_queue_in_order() {
+        let mut t = table(64);
+        let f = t.add(FlowParams::default().with_limit_pkts(2)).unwrap();
+        // wrap the ring first
+        for i in 0..3 {
+            t.push(f, Desc::new(i, 1), ());
+            assert_eq!(t.pop(f).pkt.cookie, i);
+        }
+        t.push(f, Desc::new(3, 1), ());
+        t.push(f, Desc::new(4, 1), ());
+        assert_eq!(
+            t.admit(t.id(f), 1),
+            Err((Some(f), DropReason::FlowPacketLimit))
+        );
+        t.set_params(f, FlowParams::default().with_limit_pkts(5));
+        for i in 5..8 {
+            t.admit(t.id(f), 1).unwrap();
+            t.push(f, Desc::new(i, 1), ());
+        }
+        let out: Vec<_> = (0..5).map(|_| t.pop(f).pkt.cookie).collect();
+        assert_eq!(out, [3, 4, 5, 6, 7]);
+        assert_eq!(t.flow_stats(f).sent_pkts, 8);
+    }
+
+    #[test]
+    fn foreign_handles_do_not_alias_through_the_mask() {
+        let mut t = table(8);
+        let a = t.add(FlowParams::default()).unwrap();
+        let _b = t.add(FlowParams::default()).unwrap();
+        // index 2 masks to 0 in a table of 2 entries, with flow 0's generation
+        let forged = FlowId::new(a + 2, t.id(a).generation());
+        assert_eq!(t.resolve(forged), None);
+        assert_eq!(t.resolve(FlowId::new(NIL, 1)), None);
+        assert_eq!(t.admit(forged, 1), Err((None, DropReason::UnknownFlow)));
+    }
+
+    #[test]
+    #[should_panic(expected = "pop from empty flow")]
+    fn popping_an_empty_flow_is_a_loud_bug() {
+        let mut t = table(8);
+        let a = t.add(FlowParams::default()).unwrap();
+        t.pop(a);
     }
 }

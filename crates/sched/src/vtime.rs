@@ -10,19 +10,15 @@
 //!
 //! - `len <= 2^20` ([`crate::flow::MAX_PACKET_LEN`]) and `1 / w <= 1`, so one packet costs at
 //!   most `2^20 * 2^32 = 2^52` units: a `u64` holds any single cost exactly.
-//! - Timestamps are `u128`: `2^96` bytes per unit weight before they wrap, i.e. never. This
-//!   keeps a flow that was idle for days comparable with the clock without any epoch trick.
-//! - Heaps keep only the low 64 bits of a timestamp ([`VTime::key`]) to halve their size and
-//!   compare keys with [`key_before`], which is exact while the compared timestamps lie
-//!   within `2^63` units (`2^31` bytes per unit weight, i.e. 2048 maximum-size packets of a
-//!   weight-1 flow) of one another. The timestamps of backlogged flows are within a few
-//!   maximum packet costs of the system clock (the "globally bounded timestamps" property,
-//!   QFQ+ paper appendix A.8), far inside that window.
+//! - Timestamps are `u128` and never wrap: their integer part counts bytes per unit weight,
+//!   and `2^64` bytes is beyond any link's lifetime, so 96 bits suffice. This keeps a flow
+//!   that was idle for days comparable with the clock without any epoch trick, and lets the
+//!   heaps pack a timestamp and a flow index into one `u128` ([`crate::util::heap`]).
 //! - `1 / w` is stored as `floor(2^32 / w)`; with `w <= 2^16` its relative error is below
 //!   `2^-16`, and it is the same rounding for every packet of the flow, so it changes no
 //!   ordering between packets of equal flows.
 
-use std::cmp::Ordering;
+use strength_reduce::StrengthReducedU64;
 
 /// Fractional bits of virtual time.
 pub const FRAC_BITS: u32 = 32;
@@ -55,29 +51,11 @@ impl VTime {
         self.0 as f64 / (1u64 << FRAC_BITS) as f64
     }
 
-    /// The low 64 bits, as stored in heaps; compare keys with [`key_before`].
-    #[inline]
-    pub const fn key(self) -> u64 {
-        self.0 as u64
-    }
-
     /// `self + cost`.
     #[inline]
     pub const fn plus(self, cost: u64) -> Self {
         Self(self.0 + cost as u128)
     }
-}
-
-/// Wrap-safe order of two heap keys (see the module documentation for when it is exact).
-#[inline]
-pub const fn key_before(a: u64, b: u64) -> bool {
-    (a.wrapping_sub(b) as i64) < 0
-}
-
-/// Wrap-safe three-way comparison of heap keys.
-#[inline]
-pub fn key_cmp(a: u64, b: u64) -> Ordering {
-    (a.wrapping_sub(b) as i64).cmp(&0)
 }
 
 /// The virtual cost of one byte for a flow: `floor(2^FRAC_BITS / weight)`.
@@ -99,12 +77,15 @@ impl InvWeight {
 
 /// The WF2Q+ system clock: advances by exactly `len / W` per dequeued packet, `W` being the
 /// sum of the weights of all flows. The division remainder is carried, so no service is
-/// lost to rounding however many packets pass.
+/// lost to rounding however many packets pass. `W` changes only when flows come, go or
+/// are re-weighted, so the division is by a precomputed reciprocal (multiplications and
+/// shifts, exact for every numerator), not by the CPU's divider on every packet.
 #[derive(Clone, Debug)]
 pub struct SystemClock {
     now: VTime,
     rem: u64,
     weight_sum: u64,
+    divisor: Option<StrengthReducedU64>,
 }
 
 impl Default for SystemClock {
@@ -120,6 +101,7 @@ impl SystemClock {
             now: VTime::ZERO,
             rem: 0,
             weight_sum: 0,
+            divisor: None,
         }
     }
 
@@ -134,31 +116,33 @@ impl SystemClock {
         self.weight_sum
     }
 
+    fn set_weight_sum(&mut self, w: u64) {
+        self.weight_sum = w;
+        self.divisor = (w > 0).then(|| StrengthReducedU64::new(w));
+        self.rem = if w == 0 { 0 } else { self.rem % w };
+    }
+
     /// A flow of `weight` joined the system.
     pub fn add_weight(&mut self, weight: u32) {
-        self.weight_sum += u64::from(weight);
+        self.set_weight_sum(self.weight_sum + u64::from(weight));
     }
 
     /// A flow of `weight` left the system.
     pub fn remove_weight(&mut self, weight: u32) {
-        self.weight_sum -= u64::from(weight);
-        if self.weight_sum == 0 {
-            self.rem = 0;
-        } else {
-            self.rem %= self.weight_sum;
-        }
+        self.set_weight_sum(self.weight_sum - u64::from(weight));
     }
 
     /// Account `len` bytes of service: `now += len / W`.
     #[inline]
     pub fn advance(&mut self, len: u32) {
-        if self.weight_sum == 0 {
+        let Some(d) = self.divisor else {
             return;
-        }
+        };
         // len <= 2^20 and rem < W <= 2^31 * 2^16, so x < 2^53: no overflow.
         let x = (u64::from(len) << FRAC_BITS) + self.rem;
-        self.now = self.now.plus(x / self.weight_sum);
-        self.rem = x % self.weight_sum;
+        let (q, r) = StrengthReducedU64::div_rem(x, d);
+        self.now = self.now.plus(q);
+        self.rem = r;
     }
 
     /// Jump forward to `t` if it is later (the `max` of WF2Q+'s clock update, eq. A.3).
@@ -174,17 +158,6 @@ impl SystemClock {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_compare_across_the_64_bit_wrap() {
-        let a = VTime::from_raw((1u128 << 64) - 10);
-        let b = a.plus(20); // crosses 2^64
-        assert!(b.key() < a.key(), "low bits wrapped");
-        assert!(key_before(a.key(), b.key()));
-        assert!(!key_before(b.key(), a.key()));
-        assert_eq!(key_cmp(a.key(), a.key()), Ordering::Equal);
-        assert_eq!(key_cmp(b.key(), a.key()), Ordering::Greater);
-    }
 
     #[test]
     fn inverse_weight_costs() {
@@ -208,6 +181,22 @@ mod tests {
         assert_eq!(c.now(), VTime::from_bytes(5));
         c.catch_up(VTime::from_bytes(2));
         assert_eq!(c.now(), VTime::from_bytes(5), "never goes back");
+    }
+
+    #[test]
+    fn reciprocal_division_is_exact() {
+        let mut fast = SystemClock::new();
+        fast.add_weight(7919);
+        fast.add_weight(104_729);
+        let w = fast.weight_sum();
+        let (mut now, mut rem) = (0u128, 0u64);
+        for len in (1..200_000u32).step_by(97) {
+            fast.advance(len);
+            let x = (u64::from(len) << FRAC_BITS) + rem;
+            now += u128::from(x / w);
+            rem = x % w;
+            assert_eq!(fast.now().raw(), now, "len {len}");
+        }
     }
 
     #[test]

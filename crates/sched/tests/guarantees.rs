@@ -35,8 +35,12 @@ fn run(alg: &str, flows: &[FlowSpec], arrivals: &[Arrival]) -> (Trace, Vec<FlowS
     let ids: Vec<_> = flows
         .iter()
         .map(|f| {
-            s.add_flow(FlowParams::weighted(f.weight).with_max_len(f.max_len))
-                .unwrap()
+            s.add_flow(
+                FlowParams::weighted(f.weight)
+                    .with_max_len(f.max_len)
+                    .with_limit_pkts(1024),
+            )
+            .unwrap()
         })
         .collect();
     let trace = run_on_link(&mut s, &ids, arrivals, RATE_BPS);

@@ -1,4 +1,5 @@
-//! WF2Q+ (heaps, truncated keys) against WF2Q+ by linear scan: identical departure order.
+//! WF2Q+ (two heaps with packed keys) against WF2Q+ by linear scan: identical departure
+//! order.
 
 use proptest::prelude::*;
 use pspat_sched::algorithms::wf2qp::Wf2qPlus;
@@ -99,10 +100,11 @@ fn long_run_with_many_flows_matches_the_oracle() {
     check(&weights, &ops).unwrap();
 }
 
-/// The heaps keep only the low 64 bits of timestamps (2^32 bytes per unit weight with 32
-/// fractional bits). Drive the clock past that point and check that the order is unchanged.
+/// Timestamps are 128-bit and the heaps pack them with the flow index: drive the clock past
+/// 2^32 bytes per unit weight (beyond 64 bits of fixed point) and check that the order is
+/// unchanged.
 #[test]
-fn keys_wrap_without_changing_the_order() {
+fn clock_beyond_64_bits_keeps_the_order() {
     let mut ops = Vec::new();
     for round in 0..600_000usize {
         ops.push(Op::Enqueue {

@@ -95,9 +95,9 @@ impl Drr {
         }
     }
 
-    #[inline]
-    fn quantum_of<P: Packet>(&self, flows: &Flows<P, Self>, f: u32) -> u64 {
-        u64::from(flows.weight(f)) * u64::from(self.quantum)
+    #[inline(always)]
+    fn quantum_of(&self, weight: u32) -> u64 {
+        u64::from(weight) * u64::from(self.quantum)
     }
 }
 
@@ -127,10 +127,16 @@ impl Policy for Drr {
         }
     }
 
-    #[inline]
-    fn enqueued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, _len: u32) {
-        if !flows.is_backlogged(f) {
-            let q = self.quantum_of(flows, f);
+    #[inline(always)]
+    fn enqueued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        _len: u32,
+        was_empty: bool,
+    ) {
+        if was_empty {
+            let q = self.quantum_of(flows.weight(f));
             let st = flows.st_mut(f);
             st.deficit = q;
             st.served = false;
@@ -138,18 +144,17 @@ impl Policy for Drr {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn select<P: Packet>(&mut self, flows: &mut Flows<P, Self>) -> Option<u32> {
         loop {
             let f = self.active.front()?;
-            let len = u64::from(flows.head_len(f).expect("active flows are backlogged"));
-            let q = self.quantum_of(flows, f);
-            let st = flows.st_mut(f);
+            let (len, weight, st) = flows.visit(f);
+            let len = u64::from(len.expect("active flows are backlogged"));
             if len <= st.deficit {
                 return Some(f);
             }
             // The visit ends: credit for the next one, and to the back of the round.
-            st.deficit += q;
+            st.deficit += self.quantum_of(weight);
             self.visits += 1;
             if !st.served {
                 self.missed_visits += 1;
@@ -159,13 +164,19 @@ impl Policy for Drr {
         }
     }
 
-    #[inline]
-    fn dequeued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, len: u32, _tag: ()) {
-        let backlogged = flows.is_backlogged(f);
+    #[inline(always)]
+    fn dequeued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        _tag: (),
+        next: Option<u32>,
+    ) {
         let st = flows.st_mut(f);
         st.deficit -= u64::from(len);
         st.served = true;
-        if !backlogged {
+        if next.is_none() {
             st.deficit = 0;
             self.visits += 1;
             self.active.pop_front(flows);

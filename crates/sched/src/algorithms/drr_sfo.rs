@@ -130,8 +130,14 @@ impl Policy for DrrSfo {
         }
     }
 
-    #[inline]
-    fn enqueued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, _len: u32) {
+    #[inline(always)]
+    fn enqueued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        _len: u32,
+        _was_empty: bool,
+    ) {
         if flows.st(f).on == On::None {
             let q = u64::from(flows.weight(f)) * u64::from(self.quantum);
             let st = flows.st_mut(f);
@@ -142,29 +148,28 @@ impl Policy for DrrSfo {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn select<P: Packet>(&mut self, flows: &mut Flows<P, Self>) -> Option<u32> {
         loop {
             let (on, f) = match self.new.front() {
                 Some(f) => (On::New, f),
                 None => (On::Old, self.old.front()?),
             };
-            let Some(len) = flows.head_len(f) else {
+            let (len, weight, st) = flows.visit(f);
+            let Some(len) = len else {
                 // Empty visit: a new flow gets one more round on the old list (if any);
                 // an old flow leaves the schedule.
                 self.empty_visits += 1;
                 self.visits += 1;
+                let to_old = on == On::New && !self.old.is_empty();
+                st.on = if to_old { On::Old } else { On::None };
                 self.list(on).pop_front(flows);
-                if on == On::New && !self.old.is_empty() {
+                if to_old {
                     self.old.push_back(flows, f);
-                    flows.st_mut(f).on = On::Old;
-                } else {
-                    flows.st_mut(f).on = On::None;
                 }
                 continue;
             };
-            let q = u64::from(flows.weight(f)) * u64::from(self.quantum);
-            let st = flows.st_mut(f);
+            let q = u64::from(weight) * u64::from(self.quantum);
             if u64::from(len) <= st.deficit {
                 return Some(f);
             }
@@ -180,8 +185,15 @@ impl Policy for DrrSfo {
         }
     }
 
-    #[inline]
-    fn dequeued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, len: u32, _tag: ()) {
+    #[inline(always)]
+    fn dequeued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        _tag: (),
+        _next: Option<u32>,
+    ) {
         let st = flows.st_mut(f);
         st.deficit -= u64::from(len);
         st.served = true;

@@ -8,7 +8,7 @@
 //!
 //! Packets stay on their flows' queues (so per-flow limits and counters work as everywhere
 //! else); `order` records the flow of every queued packet in arrival order. It is allocated
-//! with the scheduler's capacity and can never hold more entries than there are queued
+//! with the scheduler's capacity and never holds more entries than there are queued
 //! packets, so it never grows.
 //!
 //! # Invariants
@@ -25,17 +25,16 @@
 //!
 //! Tail drop: a packet beyond its flow's limit or the scheduler's capacity is refused.
 
-use std::collections::VecDeque;
-
 use crate::error::ConfigError;
 use crate::packet::Packet;
 use crate::policy::{Flows, Policy};
 use crate::registry::{AlgorithmInfo, Params, ServiceClass};
+use crate::util::ring::Ring;
 
 /// First in, first out.
 #[derive(Debug, Default)]
 pub struct Fifo {
-    order: VecDeque<u32>,
+    order: Ring,
 }
 
 impl Policy for Fifo {
@@ -59,29 +58,43 @@ impl Policy for Fifo {
     }
 
     fn prepare(&mut self, capacity: u32) {
-        self.order = VecDeque::with_capacity(capacity as usize);
+        self.order = Ring::with_capacity(capacity);
     }
 
     fn flow_removing<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32) {
         if flows.is_backlogged(f) {
-            self.order.retain(|&g| g != f);
+            self.order.retain(|g| g != f);
         }
     }
 
-    #[inline]
-    fn enqueued<P: Packet>(&mut self, _flows: &mut Flows<P, Self>, f: u32, _len: u32) {
+    #[inline(always)]
+    fn enqueued<P: Packet>(
+        &mut self,
+        _flows: &mut Flows<P, Self>,
+        f: u32,
+        _len: u32,
+        _was_empty: bool,
+    ) {
         // Never grows: at most one entry per queued packet, capacity reserved in `prepare`.
         self.order.push_back(f);
     }
 
-    #[inline]
+    #[inline(always)]
     fn select<P: Packet>(&mut self, _flows: &mut Flows<P, Self>) -> Option<u32> {
-        self.order.front().copied()
+        self.order.front()
     }
 
-    #[inline]
-    fn dequeued<P: Packet>(&mut self, _flows: &mut Flows<P, Self>, _f: u32, _len: u32, _tag: ()) {
-        self.order.pop_front();
+    #[inline(always)]
+    fn dequeued<P: Packet>(
+        &mut self,
+        _flows: &mut Flows<P, Self>,
+        _f: u32,
+        _len: u32,
+        _tag: (),
+        _next: Option<u32>,
+    ) {
+        // `select` returned the front entry: it exists.
+        self.order.advance();
     }
 }
 

@@ -122,7 +122,7 @@ impl Policy for Prio {
     }
 
     fn flow_updated<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, old: FlowParams) {
-        let band = flows.params(f).priority;
+        let band = flows.priority(f);
         if band != old.priority && flows.is_backlogged(f) {
             self.unlink(flows, f, old.priority);
             self.bands[band as usize].push_back(flows, f);
@@ -132,21 +132,27 @@ impl Policy for Prio {
 
     fn flow_removing<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32) {
         if flows.is_backlogged(f) {
-            let band = flows.params(f).priority;
+            let band = flows.priority(f);
             self.unlink(flows, f, band);
         }
     }
 
-    #[inline]
-    fn enqueued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, _len: u32) {
-        if !flows.is_backlogged(f) {
-            let band = flows.params(f).priority;
+    #[inline(always)]
+    fn enqueued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        _len: u32,
+        was_empty: bool,
+    ) {
+        if was_empty {
+            let band = flows.priority(f);
             self.bands[band as usize].push_back(flows, f);
             self.mask |= 1u64 << band;
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn select<P: Packet>(&mut self, _flows: &mut Flows<P, Self>) -> Option<u32> {
         if self.mask == 0 {
             return None;
@@ -154,11 +160,18 @@ impl Policy for Prio {
         self.bands[self.mask.trailing_zeros() as usize].front()
     }
 
-    #[inline]
-    fn dequeued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, _len: u32, _tag: ()) {
-        let band = flows.params(f).priority;
+    #[inline(always)]
+    fn dequeued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        _len: u32,
+        _tag: (),
+        next: Option<u32>,
+    ) {
+        let band = flows.priority(f);
         let list = &mut self.bands[band as usize];
-        if flows.is_backlogged(f) {
+        if next.is_some() {
             list.rotate(flows);
         } else {
             list.pop_front(flows);

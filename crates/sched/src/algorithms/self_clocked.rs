@@ -73,12 +73,12 @@ impl Default for TagFlow {
 }
 
 impl TagFlow {
-    #[inline]
-    fn key<R: TagRule>(&self) -> u64 {
+    #[inline(always)]
+    fn key<R: TagRule>(&self) -> VTime {
         if R::BY_FINISH {
-            self.f.key()
+            self.f
         } else {
-            self.s.key()
+            self.s
         }
     }
 }
@@ -139,7 +139,7 @@ impl<R: TagRule> Policy for SelfClocked<R> {
         if let Some(len) = head {
             st.f = st.s.plus(st.inv_w.cost(len));
             if R::BY_FINISH {
-                let key = st.f.key();
+                let key = st.f;
                 self.heap.rekey(f, key);
             }
         }
@@ -151,9 +151,15 @@ impl<R: TagRule> Policy for SelfClocked<R> {
         }
     }
 
-    #[inline]
-    fn enqueued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, len: u32) {
-        if flows.is_backlogged(f) {
+    #[inline(always)]
+    fn enqueued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        was_empty: bool,
+    ) {
+        if !was_empty {
             return;
         }
         let v = self.v;
@@ -163,20 +169,26 @@ impl<R: TagRule> Policy for SelfClocked<R> {
         self.heap.push(st.key::<R>(), f);
     }
 
-    #[inline]
+    #[inline(always)]
     fn select<P: Packet>(&mut self, _flows: &mut Flows<P, Self>) -> Option<u32> {
-        self.heap.peek().map(|(_, f)| f)
+        self.heap.peek_flow()
     }
 
-    #[inline]
-    fn dequeued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, _len: u32, _tag: ()) {
-        let head = flows.head_len(f);
+    #[inline(always)]
+    fn dequeued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        _len: u32,
+        _tag: (),
+        next: Option<u32>,
+    ) {
         let st = flows.st_mut(f);
         // The packet just dequeued is the one in service: it sets the clock.
         self.v = if R::BY_FINISH { st.f } else { st.s };
         self.max_finish = self.max_finish.max(st.f);
         st.s = st.f;
-        match head {
+        match next {
             Some(next) => {
                 st.f = st.s.plus(st.inv_w.cost(next));
                 self.heap.rekey_top(st.key::<R>());

@@ -62,7 +62,7 @@ use crate::packet::Packet;
 use crate::policy::{Flows, Policy};
 use crate::registry::{AlgorithmInfo, Params, ServiceClass};
 use crate::util::heap::VHeap;
-use crate::vtime::{key_before, InvWeight, SystemClock, VTime};
+use crate::vtime::{InvWeight, SystemClock, VTime};
 
 /// Where a flow is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -113,16 +113,16 @@ impl Wf2qPlus {
     }
 
     /// Puts a backlogged flow in the heap its `S` calls for.
-    #[inline]
+    #[inline(always)]
     fn place<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32) {
         let now = self.clock.now();
         let st = flows.st_mut(f);
         if st.s <= now {
             st.at = Where::Eligible;
-            self.eligible.push(st.f.key(), f);
+            self.eligible.push(st.f, f);
         } else {
             st.at = Where::Ineligible;
-            self.ineligible.push(st.s.key(), f);
+            self.ineligible.push(st.s, f);
         }
     }
 
@@ -185,7 +185,7 @@ impl Policy for Wf2qPlus {
             // The head packet is re-costed at the new weight from its start time.
             st.f = st.s.plus(st.inv_w.cost(len));
             if st.at == Where::Eligible {
-                let key = st.f.key();
+                let key = st.f;
                 self.eligible.rekey(f, key);
             }
         }
@@ -196,9 +196,15 @@ impl Policy for Wf2qPlus {
         self.clock.remove_weight(flows.weight(f));
     }
 
-    #[inline]
-    fn enqueued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, len: u32) {
-        if flows.is_backlogged(f) {
+    #[inline(always)]
+    fn enqueued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        was_empty: bool,
+    ) {
+        if !was_empty {
             return;
         }
         let now = self.clock.now();
@@ -208,35 +214,41 @@ impl Policy for Wf2qPlus {
         self.place(flows, f);
     }
 
-    #[inline]
+    #[inline(always)]
     fn select<P: Packet>(&mut self, flows: &mut Flows<P, Self>) -> Option<u32> {
         if self.eligible.is_empty() {
             // V = max(V, min S): no flow is eligible, so the smallest S is the min over B.
-            let (_, g) = self.ineligible.peek()?;
-            self.clock.catch_up(flows.st(g).s);
+            let (s, _) = self.ineligible.peek()?;
+            self.clock.catch_up(s);
         }
-        let now = self.clock.now().key();
-        while let Some((s_key, g)) = self.ineligible.peek() {
-            if key_before(now, s_key) {
+        let now = self.clock.now();
+        while let Some((s, g)) = self.ineligible.peek() {
+            if s > now {
                 break; // S > V: not yet eligible, nor is anything after it
             }
             self.ineligible.pop();
             let st = flows.st_mut(g);
             st.at = Where::Eligible;
-            self.eligible.push(st.f.key(), g);
+            self.eligible.push(st.f, g);
         }
-        self.eligible.peek().map(|(_, f)| f)
+        self.eligible.peek_flow()
     }
 
-    #[inline]
-    fn dequeued<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, len: u32, _tag: ()) {
-        debug_assert_eq!(self.eligible.peek().map(|e| e.1), Some(f));
+    #[inline(always)]
+    fn dequeued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        _tag: (),
+        next: Option<u32>,
+    ) {
+        debug_assert_eq!(self.eligible.peek_flow(), Some(f));
         self.clock.advance(len);
-        let head = flows.head_len(f);
         let now = self.clock.now();
         let st = flows.st_mut(f);
         st.s = st.f;
-        match head {
+        match next {
             None => {
                 st.at = Where::Idle;
                 self.eligible.pop();
@@ -244,12 +256,12 @@ impl Policy for Wf2qPlus {
             Some(next) => {
                 st.f = st.s.plus(st.inv_w.cost(next));
                 if st.s <= now {
-                    self.eligible.rekey_top(st.f.key());
+                    self.eligible.rekey_top(st.f);
                 } else {
                     st.at = Where::Ineligible;
-                    let key = st.s.key();
+                    let s = st.s;
                     self.eligible.pop();
-                    self.ineligible.push(key, f);
+                    self.ineligible.push(s, f);
                 }
             }
         }

@@ -40,25 +40,25 @@ impl FlowList {
     }
 
     /// Whether the list is empty.
-    #[inline]
+    #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.head == NIL
     }
 
     /// Number of flows on the list.
-    #[inline]
+    #[inline(always)]
     pub fn len(&self) -> u32 {
         self.len
     }
 
     /// The first flow.
-    #[inline]
+    #[inline(always)]
     pub fn front(&self) -> Option<u32> {
         (self.head != NIL).then_some(self.head)
     }
 
     /// Appends `f`, which must not be on any list.
-    #[inline]
+    #[inline(always)]
     pub fn push_back<P: Packet, S: Default + Linked, G: Copy + Default>(
         &mut self,
         flows: &mut FlowTable<P, S, G>,
@@ -75,7 +75,7 @@ impl FlowList {
     }
 
     /// Removes and returns the first flow.
-    #[inline]
+    #[inline(always)]
     pub fn pop_front<P: Packet, S: Default + Linked, G: Copy + Default>(
         &mut self,
         flows: &mut FlowTable<P, S, G>,
@@ -90,7 +90,7 @@ impl FlowList {
     }
 
     /// Moves the first flow to the back.
-    #[inline]
+    #[inline(always)]
     pub fn rotate<P: Packet, S: Default + Linked, G: Copy + Default>(
         &mut self,
         flows: &mut FlowTable<P, S, G>,
