@@ -1,5 +1,9 @@
 //! The list of algorithms: the one place a new algorithm is registered.
 //!
+//! An entry is a type implementing [`Algorithm`]: how to build its scheduler for any packet
+//! type. Every [`Policy`] is one (through [`Sched`]); an algorithm that keeps its packets
+//! its own way (FIFO's single queue) implements [`Algorithm`] and [`Scheduler`] directly.
+//!
 //! The CLI, the benchmarks and the conformance tests iterate [`algorithms`], and build
 //! schedulers by name through [`visit`] (monomorphised: the caller's hot loop is compiled
 //! once per algorithm, as ripgrep does with its matchers) or [`build`] (boxed, for code off
@@ -8,7 +12,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::algorithms::{drr::Drr, drr_sfo::DrrSfo, fifo::Fifo, prio::Prio, scfq::Scfq};
+use crate::algorithms::prio::PrioAlgorithm;
+use crate::algorithms::{drr::Drr, drr_sfo::DrrSfo, fifo::FifoAlgorithm, scfq::Scfq};
 use crate::algorithms::{stfq::Stfq, wf2qp::Wf2qPlus};
 use crate::error::ConfigError;
 use crate::packet::Packet;
@@ -174,6 +179,32 @@ impl FromStr for Params {
     }
 }
 
+/// A registered algorithm: its description and how to build its scheduler.
+pub trait Algorithm {
+    /// Name, complexity, source and parameters.
+    const INFO: AlgorithmInfo;
+    /// The scheduler, for packets `P`.
+    type Sched<P: Packet + 'static>: Scheduler<P> + 'static;
+    /// Builds the scheduler from named parameters (already checked against
+    /// [`AlgorithmInfo::params`]) with room for `capacity` packets.
+    fn build<P: Packet + 'static>(
+        params: &Params,
+        capacity: u32,
+    ) -> Result<Self::Sched<P>, ConfigError>;
+}
+
+impl<A: Policy> Algorithm for A {
+    const INFO: AlgorithmInfo = A::INFO;
+    type Sched<P: Packet + 'static> = Sched<A, P>;
+
+    fn build<P: Packet + 'static>(
+        params: &Params,
+        capacity: u32,
+    ) -> Result<Sched<A, P>, ConfigError> {
+        Sched::new(A::from_params(params)?, capacity)
+    }
+}
+
 /// Code run once per algorithm with the concrete scheduler type, so that its loops are
 /// monomorphised.
 pub trait SchedulerVisitor<P: Packet + 'static> {
@@ -184,10 +215,10 @@ pub trait SchedulerVisitor<P: Packet + 'static> {
 }
 
 macro_rules! registry {
-    ($($policy:ty),* $(,)?) => {
+    ($($alg:ty),* $(,)?) => {
         /// Every registered algorithm, in the order of the list.
         pub fn algorithms() -> &'static [AlgorithmInfo] {
-            const ALL: &[AlgorithmInfo] = &[$(<$policy as Policy>::INFO),*];
+            const ALL: &[AlgorithmInfo] = &[$(<$alg as Algorithm>::INFO),*];
             ALL
         }
 
@@ -202,9 +233,8 @@ macro_rules! registry {
             let info = lookup(name)?;
             params.check_known(info)?;
             $(
-                if info.name == <$policy as Policy>::INFO.name {
-                    let alg = <$policy as Policy>::from_params(params)?;
-                    let sched = Sched::<$policy, P>::new(alg, capacity)?;
+                if info.name == <$alg as Algorithm>::INFO.name {
+                    let sched = <$alg as Algorithm>::build::<P>(params, capacity)?;
                     return Ok(visitor.visit(sched));
                 }
             )*
@@ -214,7 +244,15 @@ macro_rules! registry {
 }
 
 // The list. A new algorithm is one file in `algorithms/` and one entry here.
-registry!(Fifo, Prio, Drr, DrrSfo, Wf2qPlus, Stfq, Scfq);
+registry!(
+    FifoAlgorithm,
+    PrioAlgorithm,
+    Drr,
+    DrrSfo,
+    Wf2qPlus,
+    Stfq,
+    Scfq
+);
 
 /// The algorithm called `name` (canonical name or alias, any case).
 pub fn lookup(name: &str) -> Result<&'static AlgorithmInfo, ConfigError> {

@@ -14,6 +14,11 @@
 //! the flows' packet limits; the table's capacity bounds the packets queued at once over
 //! all flows (the scheduler-wide limit of `tc`'s qdiscs).
 //!
+//! A scheduler that keeps the packets itself (FIFO keeps one queue in arrival order) uses
+//! the table in *accounting* mode ([`FlowTable::accounting`]): flows, limits and counters
+//! work the same, through [`FlowTable::count_in`] and [`FlowTable::count_out`], and no
+//! per-flow ring is allocated.
+//!
 //! # Counters
 //!
 //! The ring positions are free-running counters: `tail` counts the packets ever queued on
@@ -177,13 +182,26 @@ pub struct FlowTable<P, S, G = ()> {
     capacity: u32,
     totals: Totals,
     drops: DropCounts,
+    /// Whether flows' packets are kept in their rings (false: accounting only).
+    store: bool,
 }
 
 impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// A table that holds at most `capacity` queued packets (`1..=2^31`) over all flows.
     pub fn with_capacity(capacity: u32) -> Self {
+        Self::new(capacity, true)
+    }
+
+    /// A table that counts and limits packets per flow but keeps none: the caller stores
+    /// them and reports each one with [`Self::count_in`] and [`Self::count_out`].
+    pub fn accounting(capacity: u32) -> Self {
+        Self::new(capacity, false)
+    }
+
+    fn new(capacity: u32, store: bool) -> Self {
         assert!((1..=MAX_FLOWS).contains(&capacity), "capacity out of range");
         Self {
+            store,
             // One never-used entry, so that the array is never empty and masks are valid.
             flows: vec![FlowEntry::new(0, FlowParams::default(), new_ring(1))],
             used: 0,
@@ -233,32 +251,47 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
             self.used - 1
         };
         let gen = self.e(f).gen.wrapping_add(1) | 1;
-        *self.e_mut(f) = FlowEntry::new(gen, params, new_ring(params.limit_pkts));
+        let ring = new_ring(if self.store { params.limit_pkts } else { 1 });
+        *self.e_mut(f) = FlowEntry::new(gen, params, ring);
         self.flow_drops[f as usize] = DropCounts::default();
         self.live_flows += 1;
         Ok(f)
     }
 
     /// Removes flow `f` and returns its queued packets, oldest first. They are counted as
-    /// drops with reason [`DropReason::FlowRemoved`].
+    /// drops with reason [`DropReason::FlowRemoved`]. (Storing mode.)
     pub fn remove(&mut self, f: u32) -> Vec<P> {
+        debug_assert!(self.store);
         let e = self.e_mut(f);
         let mut out = Vec::with_capacity((e.tail - e.head) as usize);
-        let mut bytes = 0;
         while e.head != e.tail {
-            let (pkt, _) = take_head(e, f);
-            bytes += u64::from(pkt.wire_len());
-            out.push(pkt);
+            out.push(take_head(e, f).0);
         }
+        // The packets were taken, not sent: un-count them so that `retire` purges them.
+        e.head -= out.len() as u64;
+        self.retire(f);
+        out
+    }
+
+    /// Removes flow `f`, whose queued packets the caller holds and hands back; they are
+    /// counted as drops with reason [`DropReason::FlowRemoved`]. (Accounting mode.)
+    pub fn remove_counted(&mut self, f: u32) {
+        debug_assert!(!self.store);
+        self.retire(f);
+    }
+
+    /// Counts flow `f`'s backlog as purged and frees its slot.
+    fn retire(&mut self, f: u32) {
+        let e = self.e_mut(f);
+        let (pkts, bytes) = (e.tail - e.head, e.enq_bytes - e.sent_bytes);
         e.gen = e.gen.wrapping_add(1) & !1;
         e.st = S::default();
         e.ring = new_ring(1);
-        self.totals.purged_pkts += out.len() as u64;
+        self.totals.purged_pkts += pkts;
         self.totals.purged_bytes += bytes;
-        self.drops.add(DropReason::FlowRemoved, out.len() as u64);
+        self.drops.add(DropReason::FlowRemoved, pkts);
         self.free_flows.push(f);
         self.live_flows -= 1;
-        out
     }
 
     /// The index of a live flow, or `None` for a stale or foreign handle.
@@ -307,8 +340,9 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// they exceed the new limits; new arrivals see the new limits. A larger packet limit
     /// reallocates the flow's ring (the packets keep their order).
     pub fn set_params(&mut self, f: u32, params: FlowParams) {
+        let store = self.store;
         let e = self.e_mut(f);
-        if params.limit_pkts as usize > e.ring.len() {
+        if store && params.limit_pkts as usize > e.ring.len() {
             let mut ring = new_ring(params.limit_pkts);
             for pos in e.head..e.tail {
                 let old = at(&e.ring, pos);
@@ -452,6 +486,35 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         e.enq_bytes += len;
         self.totals.enq_pkts += 1;
         self.totals.enq_bytes += len;
+    }
+
+    /// Counts a packet of `len` bytes into flow `f`, which the caller stores. The caller has
+    /// checked [`Self::admit`]. (Accounting mode.)
+    #[inline(always)]
+    pub fn count_in(&mut self, f: u32, len: u32) {
+        debug_assert!(!self.store);
+        let len = u64::from(len);
+        let e = self.e_mut(f);
+        e.tail += 1;
+        e.enq_bytes += len;
+        self.totals.enq_pkts += 1;
+        self.totals.enq_bytes += len;
+    }
+
+    /// Counts a packet of `len` bytes out of flow `f` as sent, and returns the flow's
+    /// handle. (Accounting mode.)
+    #[inline(always)]
+    pub fn count_out(&mut self, f: u32, len: u32) -> FlowId {
+        debug_assert!(!self.store);
+        let len = u64::from(len);
+        let e = self.e_mut(f);
+        debug_assert!(e.tail != e.head, "count_out of an empty flow");
+        e.head += 1;
+        e.sent_bytes += len;
+        let id = FlowId::new(f, e.gen);
+        self.totals.sent_pkts += 1;
+        self.totals.sent_bytes += len;
+        id
     }
 
     /// Removes the head packet of flow `f` (which must be backlogged), counting it as sent.

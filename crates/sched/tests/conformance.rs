@@ -127,9 +127,9 @@ impl Run {
                 )
             }
             ServiceClass::StrictPriority => assert_eq!(
-                self.model.params(id).map(|p| p.priority),
-                self.model.top_priority(),
-                "{}: served a lower band",
+                Some(id),
+                self.model.oldest_of_top_band(),
+                "{}: not the oldest packet of the best band",
                 self.alg
             ),
             ServiceClass::WeightedFair => {}

@@ -12,10 +12,23 @@ use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::stats::{Backlog, DropCounts, DropReason, FlowStats};
 
+/// A queued packet.
+#[derive(Debug, Clone)]
+struct Queued<P> {
+    /// Arrival order.
+    arrival: u64,
+    /// Order within its band: the arrival order, renewed when the flow changes band (the
+    /// packets are re-filed then, as if they arrived).
+    band_seq: u64,
+    /// The flow's band when it arrived or was re-filed.
+    band: u8,
+    pkt: P,
+}
+
 #[derive(Debug, Clone)]
 struct ModelFlow<P> {
     params: FlowParams,
-    queue: VecDeque<(u64, P)>,
+    queue: VecDeque<Queued<P>>,
     stats: FlowStats,
 }
 
@@ -63,9 +76,18 @@ impl<P: Packet + Clone + PartialEq + std::fmt::Debug> QueueModel<P> {
         self.flows.get(&id).map(|f| f.params)
     }
 
-    /// Changes a flow's parameters.
+    /// Changes a flow's parameters. A new priority re-files the flow's queued packets in
+    /// the new band as if they arrived now, in their order.
     pub fn update_flow(&mut self, id: FlowId, params: FlowParams) {
-        self.flows.get_mut(&id).expect("live flow").params = params;
+        let f = self.flows.get_mut(&id).expect("live flow");
+        if params.priority != f.params.priority {
+            for q in f.queue.iter_mut() {
+                q.band_seq = self.arrivals;
+                q.band = params.priority;
+                self.arrivals += 1;
+            }
+        }
+        f.params = params;
     }
 
     /// Removes a flow; returns its packets, oldest first.
@@ -73,7 +95,7 @@ impl<P: Packet + Clone + PartialEq + std::fmt::Debug> QueueModel<P> {
         let f = self.flows.remove(&id).expect("live flow");
         let n = f.queue.len() as u64;
         self.drops.add(DropReason::FlowRemoved, n);
-        f.queue.into_iter().map(|(_, p)| p).collect()
+        f.queue.into_iter().map(|q| q.pkt).collect()
     }
 
     /// Offers a packet; returns the drop reason if the rules refuse it.
@@ -102,7 +124,12 @@ impl<P: Packet + Clone + PartialEq + std::fmt::Debug> QueueModel<P> {
             self.drops.add(r, 1);
             return Err(r);
         }
-        f.queue.push_back((self.arrivals, pkt));
+        f.queue.push_back(Queued {
+            arrival: self.arrivals,
+            band_seq: self.arrivals,
+            band: f.params.priority,
+            pkt,
+        });
         f.stats.backlog.pkts += 1;
         f.stats.backlog.bytes += u64::from(len);
         self.arrivals += 1;
@@ -116,10 +143,11 @@ impl<P: Packet + Clone + PartialEq + std::fmt::Debug> QueueModel<P> {
             .flows
             .get_mut(&id)
             .unwrap_or_else(|| panic!("dequeued from unknown {id:?}"));
-        let (_, head) = f
+        let head = f
             .queue
             .pop_front()
-            .unwrap_or_else(|| panic!("dequeued {pkt:?} from empty {id:?}"));
+            .unwrap_or_else(|| panic!("dequeued {pkt:?} from empty {id:?}"))
+            .pkt;
         assert_eq!(&head, pkt, "{id:?}: not the head packet");
         let len = u64::from(pkt.wire_len());
         f.stats.backlog.pkts -= 1;
@@ -134,18 +162,30 @@ impl<P: Packet + Clone + PartialEq + std::fmt::Debug> QueueModel<P> {
     pub fn oldest_flow(&self) -> Option<FlowId> {
         self.flows
             .iter()
-            .filter_map(|(id, f)| f.queue.front().map(|(seq, _)| (*seq, *id)))
+            .filter_map(|(id, f)| f.queue.front().map(|q| (q.arrival, *id)))
             .min()
             .map(|(_, id)| id)
     }
 
-    /// The smallest priority among backlogged flows (what strict priority must serve).
-    pub fn top_priority(&self) -> Option<u8> {
-        self.flows
+    /// The flow holding the oldest of the queued packets of the best band, bands taken as
+    /// they were when each packet arrived (what strict priority with arrival order inside
+    /// a band must serve). Per-flow order holds, so a flow's head is its oldest packet.
+    pub fn oldest_of_top_band(&self) -> Option<FlowId> {
+        let top = self
+            .flows
             .values()
-            .filter(|f| !f.queue.is_empty())
-            .map(|f| f.params.priority)
+            .flat_map(|f| f.queue.iter().map(|q| q.band))
+            .min()?;
+        self.flows
+            .iter()
+            .flat_map(|(id, f)| {
+                f.queue
+                    .iter()
+                    .filter(move |q| q.band == top)
+                    .map(move |q| (q.band_seq, *id))
+            })
             .min()
+            .map(|(_, id)| id)
     }
 
     /// Total backlog.

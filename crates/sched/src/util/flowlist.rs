@@ -20,7 +20,6 @@ pub trait Linked {
 pub struct FlowList {
     head: u32,
     tail: u32,
-    len: u32,
 }
 
 impl Default for FlowList {
@@ -35,7 +34,6 @@ impl FlowList {
         Self {
             head: NIL,
             tail: NIL,
-            len: 0,
         }
     }
 
@@ -43,12 +41,6 @@ impl FlowList {
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.head == NIL
-    }
-
-    /// Number of flows on the list.
-    #[inline(always)]
-    pub fn len(&self) -> u32 {
-        self.len
     }
 
     /// The first flow.
@@ -71,7 +63,6 @@ impl FlowList {
             *flows.st_mut(self.tail).link() = f;
         }
         self.tail = f;
-        self.len += 1;
     }
 
     /// Removes and returns the first flow.
@@ -85,7 +76,6 @@ impl FlowList {
         if self.head == NIL {
             self.tail = NIL;
         }
-        self.len -= 1;
         Some(f)
     }
 
@@ -126,7 +116,6 @@ impl FlowList {
         if self.tail == f {
             self.tail = prev;
         }
-        self.len -= 1;
         true
     }
 
@@ -135,7 +124,7 @@ impl FlowList {
         &self,
         flows: &mut FlowTable<P, S, G>,
     ) -> Vec<u32> {
-        let mut out = Vec::with_capacity(self.len as usize);
+        let mut out = Vec::new();
         let mut cur = self.head;
         while cur != NIL {
             out.push(cur);
@@ -181,7 +170,6 @@ mod tests {
         assert_eq!(l.pop_front(&mut t), Some(1));
         assert!(l.remove(&mut t, 2)); // the head
         assert_eq!(l.to_vec(&mut t), [0]);
-        assert_eq!(l.len(), 1);
         assert_eq!(l.pop_front(&mut t), Some(0));
         assert!(l.is_empty());
         assert_eq!(l.pop_front(&mut t), None);
