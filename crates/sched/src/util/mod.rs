@@ -2,4 +2,3 @@
 
 pub mod flowlist;
 pub mod heap;
-pub mod ring;
