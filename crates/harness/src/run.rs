@@ -499,43 +499,84 @@ mod tests {
         assert_eq!(a.pattern, "bursty");
     }
 
+    /// The harness's own FIFO with its queue operations bent by a test, to play a broken
+    /// scheduler.
+    struct Bent<F> {
+        q: NoneFifo,
+        flip: bool,
+        bend: F,
+    }
+
+    /// How a [`Bent`] queue misbehaves: it may swallow a packet on enqueue (returns
+    /// `false`), and may relabel the flow of a dequeued packet (`flip` alternates).
+    trait Bend {
+        fn swallow(&self, _p: &BenchPkt) -> bool {
+            false
+        }
+        fn relabel(&self, f: u32, _flip: bool) -> u32 {
+            f
+        }
+    }
+
+    impl<F: Bend> Target for Bent<F> {
+        type Key = ();
+        type Batch<'a>
+            = &'a mut Self
+        where
+            F: 'a;
+        fn name(&self) -> &'static str {
+            "bent"
+        }
+        fn key(&self, _: u32) {}
+        fn batch(&mut self) -> &mut Self {
+            self
+        }
+        fn backlog_pkts(&self) -> u64 {
+            self.q.backlog_pkts()
+        }
+        fn stats(&self) -> Option<SchedStats> {
+            None
+        }
+    }
+
+    impl<F: Bend> Queue for Bent<F> {
+        type Key = ();
+        fn enqueue(&mut self, (): (), f: u32, p: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
+            if self.bend.swallow(&p) {
+                return Ok(());
+            }
+            self.q.batch().enqueue((), f, p)
+        }
+        fn dequeue(&mut self) -> Option<(u32, BenchPkt)> {
+            self.flip = !self.flip;
+            let (f, p) = self.q.batch().dequeue()?;
+            Some((self.bend.relabel(f, self.flip), p))
+        }
+    }
+
+    fn bent<F: Bend>(capacity: u32, bend: F) -> Bent<F> {
+        Bent {
+            q: NoneFifo::new(capacity),
+            flip: false,
+            bend,
+        }
+    }
+
     /// A scheduler that swaps the flows of every other packet: the harness must notice.
     #[test]
     fn a_lying_scheduler_fails_the_run() {
-        struct Liar(NoneFifo, bool);
-        impl Target for Liar {
-            type Key = ();
-            type Batch<'a> = &'a mut Self;
-            fn name(&self) -> &'static str {
-                "liar"
-            }
-            fn key(&self, _: u32) {}
-            fn batch(&mut self) -> &mut Self {
-                self
-            }
-            fn backlog_pkts(&self) -> u64 {
-                self.0.backlog_pkts()
-            }
-            fn stats(&self) -> Option<SchedStats> {
-                None
-            }
-        }
-        impl Queue for Liar {
-            type Key = ();
-            fn enqueue(&mut self, (): (), f: u32, p: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
-                self.0.batch().enqueue((), f, p)
-            }
-            fn dequeue(&mut self) -> Option<(u32, BenchPkt)> {
-                self.1 = !self.1;
-                let liar = self.1;
-                self.0
-                    .batch()
-                    .dequeue()
-                    .map(|(f, p)| (if liar { f ^ 1 } else { f }, p))
+        struct Liar;
+        impl Bend for Liar {
+            fn relabel(&self, f: u32, flip: bool) -> u32 {
+                if flip {
+                    f ^ 1
+                } else {
+                    f
+                }
             }
         }
         let sc = Scenario::resolve(&spec("none", "1::2", 1000)).unwrap();
-        let mut b = bench(Liar(NoneFifo::new(sc.capacity), false), &sc);
+        let mut b = bench(bent(sc.capacity, Liar), &sc);
         b.run(1000);
         let r = BenchReport::new(&sc, &b.outcome(), Duration::from_millis(1));
         assert!(r.mismatches > 0);
@@ -546,40 +587,16 @@ mod tests {
     /// A scheduler that drops packets silently: the loop stops and the run fails.
     #[test]
     fn a_leaking_scheduler_fails_the_run() {
-        struct Leak(NoneFifo);
-        impl Target for Leak {
-            type Key = ();
-            type Batch<'a> = &'a mut Self;
-            fn name(&self) -> &'static str {
-                "leak"
-            }
-            fn key(&self, _: u32) {}
-            fn batch(&mut self) -> &mut Self {
-                self
-            }
-            fn backlog_pkts(&self) -> u64 {
-                self.0.backlog_pkts()
-            }
-            fn stats(&self) -> Option<SchedStats> {
-                None
-            }
-        }
-        impl Queue for Leak {
-            type Key = ();
-            fn enqueue(&mut self, (): (), f: u32, p: BenchPkt) -> Result<(), Rejected<BenchPkt>> {
-                if p.buf.get() % 7 == 0 {
-                    return Ok(()); // swallowed
-                }
-                self.0.batch().enqueue((), f, p)
-            }
-            fn dequeue(&mut self) -> Option<(u32, BenchPkt)> {
-                self.0.batch().dequeue()
+        struct Leak;
+        impl Bend for Leak {
+            fn swallow(&self, p: &BenchPkt) -> bool {
+                p.buf.get() % 7 == 0
             }
         }
         let mut s = spec("none", "1::4", 10_000);
         s.qmin = Num::Abs(0);
         let sc = Scenario::resolve(&s).unwrap();
-        let mut b = bench(Leak(NoneFifo::new(sc.capacity)), &sc);
+        let mut b = bench(bent(sc.capacity, Leak), &sc);
         b.run(10_000);
         let r = BenchReport::new(&sc, &b.outcome(), Duration::from_millis(1));
         assert!(r.lost > 0 && r.loops_run < 10_000, "{r:?}");

@@ -129,10 +129,6 @@ impl<A: Policy, P: Packet> Sched<A, P> {
         self.flows.capacity()
     }
 
-    fn resolve(&self, flow: FlowId) -> Result<u32, FlowError> {
-        self.flows.resolve(flow).ok_or(FlowError::UnknownFlow(flow))
-    }
-
     fn check(&self, params: &FlowParams) -> Result<(), FlowError> {
         params.validate()?;
         self.alg.check_flow(params)?;
@@ -153,7 +149,7 @@ impl<A: Policy, P: Packet> Scheduler<P> for Sched<A, P> {
     }
 
     fn update_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
-        let f = self.resolve(flow)?;
+        let f = self.flows.lookup(flow)?;
         self.check(&params)?;
         let old = self.flows.params(f);
         self.flows.set_params(f, params);
@@ -162,7 +158,7 @@ impl<A: Policy, P: Packet> Scheduler<P> for Sched<A, P> {
     }
 
     fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<P>, FlowError> {
-        let f = self.resolve(flow)?;
+        let f = self.flows.lookup(flow)?;
         self.alg.flow_removing(&mut self.flows, f);
         Ok(self.flows.remove(f))
     }
@@ -205,11 +201,11 @@ impl<A: Policy, P: Packet> Scheduler<P> for Sched<A, P> {
     }
 
     fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {
-        self.flows.resolve(flow).map(|f| self.flows.params(f))
+        self.flows.params_of(flow)
     }
 
     fn flow_stats(&self, flow: FlowId) -> Option<FlowStats> {
-        self.flows.resolve(flow).map(|f| self.flows.flow_stats(f))
+        self.flows.stats_of(flow)
     }
 
     fn flows(&self) -> Vec<FlowId> {
@@ -217,14 +213,6 @@ impl<A: Policy, P: Packet> Scheduler<P> for Sched<A, P> {
     }
 
     fn stats(&self) -> SchedStats {
-        let (sent_pkts, sent_bytes, drops) = self.flows.totals();
-        SchedStats {
-            flows: self.flows.live(),
-            sent_pkts,
-            sent_bytes,
-            drops,
-            backlog: self.flows.backlog(),
-            algorithm: self.alg.counters(),
-        }
+        self.flows.sched_stats(self.alg.counters())
     }
 }

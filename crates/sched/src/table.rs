@@ -47,7 +47,7 @@
 use crate::error::FlowError;
 use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
-use crate::stats::{Backlog, DropCounts, DropReason, FlowStats};
+use crate::stats::{Backlog, DropCounts, DropReason, FlowStats, SchedStats};
 
 /// End-of-list marker for flow indices (used by the algorithms' lists).
 pub const NIL: u32 = u32::MAX;
@@ -555,6 +555,33 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// Packets and bytes sent, and drops, of the whole table.
     pub fn totals(&self) -> (u64, u64, DropCounts) {
         (self.totals.sent_pkts, self.totals.sent_bytes, self.drops)
+    }
+
+    /// The index of live flow `id`, or the error naming it.
+    pub fn lookup(&self, id: FlowId) -> Result<u32, FlowError> {
+        self.resolve(id).ok_or(FlowError::UnknownFlow(id))
+    }
+
+    /// Parameters of flow `id` ([`crate::Scheduler::flow_params`]).
+    pub fn params_of(&self, id: FlowId) -> Option<FlowParams> {
+        self.resolve(id).map(|f| self.params(f))
+    }
+
+    /// Counters of flow `id` ([`crate::Scheduler::flow_stats`]).
+    pub fn stats_of(&self, id: FlowId) -> Option<FlowStats> {
+        self.resolve(id).map(|f| self.flow_stats(f))
+    }
+
+    /// Counters of the whole table with the algorithm's own ([`crate::Scheduler::stats`]).
+    pub fn sched_stats(&self, algorithm: Vec<(&'static str, u64)>) -> SchedStats {
+        SchedStats {
+            flows: self.live_flows,
+            sent_pkts: self.totals.sent_pkts,
+            sent_bytes: self.totals.sent_bytes,
+            drops: self.drops,
+            backlog: self.backlog(),
+            algorithm,
+        }
     }
 }
 

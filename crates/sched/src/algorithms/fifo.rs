@@ -89,10 +89,6 @@ impl<P: Packet> Fifo<P> {
         let m = self.ring.len().wrapping_sub(1);
         &mut self.ring[..=m][pos as usize & m]
     }
-
-    fn resolve(&self, flow: FlowId) -> Result<u32, FlowError> {
-        self.flows.resolve(flow).ok_or(FlowError::UnknownFlow(flow))
-    }
 }
 
 impl<P: Packet> Scheduler<P> for Fifo<P> {
@@ -107,14 +103,14 @@ impl<P: Packet> Scheduler<P> for Fifo<P> {
     }
 
     fn update_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
-        let f = self.resolve(flow)?;
+        let f = self.flows.lookup(flow)?;
         params.validate()?;
         self.flows.set_params(f, params);
         Ok(())
     }
 
     fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<P>, FlowError> {
-        let f = self.resolve(flow)?;
+        let f = self.flows.lookup(flow)?;
         // Filter the flow's packets out of the ring, keeping everybody else's order.
         let mut out = Vec::with_capacity(self.flows.flow_backlog(f).pkts as usize);
         let mut w = self.head;
@@ -177,11 +173,11 @@ impl<P: Packet> Scheduler<P> for Fifo<P> {
     }
 
     fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {
-        self.flows.resolve(flow).map(|f| self.flows.params(f))
+        self.flows.params_of(flow)
     }
 
     fn flow_stats(&self, flow: FlowId) -> Option<FlowStats> {
-        self.flows.resolve(flow).map(|f| self.flows.flow_stats(f))
+        self.flows.stats_of(flow)
     }
 
     fn flows(&self) -> Vec<FlowId> {
@@ -189,15 +185,7 @@ impl<P: Packet> Scheduler<P> for Fifo<P> {
     }
 
     fn stats(&self) -> SchedStats {
-        let (sent_pkts, sent_bytes, drops) = self.flows.totals();
-        SchedStats {
-            flows: self.flows.live(),
-            sent_pkts,
-            sent_bytes,
-            drops,
-            backlog: self.flows.backlog(),
-            algorithm: Vec::new(),
-        }
+        self.flows.sched_stats(Vec::new())
     }
 }
 

@@ -146,10 +146,6 @@ impl<P: Packet> Prio<P> {
         Ok(())
     }
 
-    fn resolve(&self, flow: FlowId) -> Result<u32, FlowError> {
-        self.flows.resolve(flow).ok_or(FlowError::UnknownFlow(flow))
-    }
-
     /// Appends slot `s` (holding a packet) to band `band`.
     #[inline(always)]
     fn append(&mut self, band: u8, s: u32) {
@@ -207,7 +203,7 @@ impl<P: Packet> Scheduler<P> for Prio<P> {
     }
 
     fn update_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
-        let f = self.resolve(flow)?;
+        let f = self.flows.lookup(flow)?;
         self.check(&params)?;
         let old = self.flows.priority(f);
         self.flows.set_params(f, params);
@@ -220,7 +216,7 @@ impl<P: Packet> Scheduler<P> for Prio<P> {
     }
 
     fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<P>, FlowError> {
-        let f = self.resolve(flow)?;
+        let f = self.flows.lookup(flow)?;
         let band = self.flows.priority(f);
         let mut out = Vec::new();
         if self.flows.is_backlogged(f) {
@@ -299,11 +295,11 @@ impl<P: Packet> Scheduler<P> for Prio<P> {
     }
 
     fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {
-        self.flows.resolve(flow).map(|f| self.flows.params(f))
+        self.flows.params_of(flow)
     }
 
     fn flow_stats(&self, flow: FlowId) -> Option<FlowStats> {
-        self.flows.resolve(flow).map(|f| self.flows.flow_stats(f))
+        self.flows.stats_of(flow)
     }
 
     fn flows(&self) -> Vec<FlowId> {
@@ -311,15 +307,7 @@ impl<P: Packet> Scheduler<P> for Prio<P> {
     }
 
     fn stats(&self) -> SchedStats {
-        let (sent_pkts, sent_bytes, drops) = self.flows.totals();
-        SchedStats {
-            flows: self.flows.live(),
-            sent_pkts,
-            sent_bytes,
-            drops,
-            backlog: self.flows.backlog(),
-            algorithm: Vec::new(),
-        }
+        self.flows.sched_stats(Vec::new())
     }
 }
 
