@@ -14,10 +14,11 @@
 //!   policy's structures but must be idempotent: called again before a dequeue, it returns
 //!   the same flow (this is what makes `peek_len` non-destructive).
 //! - [`Policy::dequeued`] runs after the head packet of the selected flow was removed; it
-//!   is told the length of the flow's next packet, if any.
+//!   is told whether the flow still has packets (`flows.head_len(f)` is then the next
+//!   packet's length).
 //!
-//! The hooks receive what the table already read (was the flow empty, the next head's
-//! length) so that a policy touches a flow's entry as few times as possible.
+//! The hooks receive what the table already knows (was the flow empty, is it now) so that
+//! a policy touches a flow's entry as few times as possible.
 //! - [`Policy::flow_removing`] runs before a flow's packets are purged; the policy must
 //!   forget the flow (unlink it from lists, heaps).
 
@@ -77,15 +78,15 @@ pub trait Policy: Sized + 'static {
     /// The flow whose head packet leaves next, or `None` if no flow is backlogged.
     fn select<P: Packet>(&mut self, flows: &mut Flows<P, Self>) -> Option<u32>;
 
-    /// The head packet of `f` (`len` bytes, tagged `tag`) was removed; `next` is the length
-    /// of the flow's new head packet, `None` if the flow is now empty.
+    /// The head packet of `f` (`len` bytes, tagged `tag`) was removed; `more` tells whether
+    /// the flow still has packets.
     fn dequeued<P: Packet>(
         &mut self,
         flows: &mut Flows<P, Self>,
         f: u32,
         len: u32,
         tag: Self::Tag,
-        next: Option<u32>,
+        more: bool,
     );
 
     /// Algorithm-specific counters for [`SchedStats::algorithm`].
@@ -185,7 +186,7 @@ impl<A: Policy, P: Packet> Scheduler<P> for Sched<A, P> {
         let f = self.alg.select(&mut self.flows)?;
         let d = self.flows.pop(f);
         let len = d.pkt.wire_len();
-        self.alg.dequeued(&mut self.flows, f, len, d.tag, d.next);
+        self.alg.dequeued(&mut self.flows, f, len, d.tag, d.more);
         Some((d.id, d.pkt))
     }
 
@@ -195,9 +196,13 @@ impl<A: Policy, P: Packet> Scheduler<P> for Sched<A, P> {
         self.flows.head_len(f)
     }
 
-    #[inline(always)]
     fn backlog(&self) -> Backlog {
         self.flows.backlog()
+    }
+
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.flows.queued() == 0
     }
 
     fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {

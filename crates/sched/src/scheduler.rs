@@ -36,7 +36,8 @@ pub trait Scheduler<P> {
     /// it. Calling it any number of times does not change what is dequeued next.
     fn peek_len(&mut self) -> Option<u32>;
 
-    /// Packets and bytes queued.
+    /// Packets and bytes queued. May cost O(flows) (the schedulers of this crate sum the
+    /// flows' byte backlogs); [`Scheduler::is_empty`] is O(1).
     fn backlog(&self) -> Backlog;
 
     /// Whether nothing is queued.
@@ -81,6 +82,9 @@ impl<P, S: Scheduler<P> + ?Sized> Scheduler<P> for Box<S> {
     }
     fn backlog(&self) -> Backlog {
         (**self).backlog()
+    }
+    fn is_empty(&self) -> bool {
+        (**self).is_empty()
     }
     fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {
         (**self).flow_params(flow)

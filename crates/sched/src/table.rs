@@ -23,9 +23,9 @@
 //!
 //! The ring positions are free-running counters: `tail` counts the packets ever queued on
 //! the flow, `head` those ever sent, and the backlog is their difference. Bytes are counted
-//! the same way. The table keeps the same totals, plus what removed flows took with them.
-//! So an enqueue updates three counters and a dequeue four, and every `tc -s` figure
-//! follows.
+//! the same way. The table itself counts only the packets queued over all flows (its
+//! capacity check) and what removed flows had sent; the totals of `tc -s` are sums over the
+//! flows, computed when asked. So an enqueue updates three counters and a dequeue three.
 //!
 //! # Indexing
 //!
@@ -40,7 +40,7 @@
 //! - For every flow, the ring entries at positions `head..tail` (mod its length) hold its
 //!   queued packets, oldest first, and every other entry is `None`; `tail - head` never
 //!   exceeds `limit_pkts` at the time of the enqueue, nor the ring length.
-//! - The table's backlog (`enq - sent - purged`) never exceeds its capacity.
+//! - `queued` is the sum of the flows' backlogs and never exceeds the capacity.
 //! - A flow entry is live exactly when its generation is odd; entries never handed out have
 //!   generation 0, so no [`FlowId`] (always odd) matches them.
 
@@ -154,19 +154,18 @@ pub struct Popped<P, G> {
     pub tag: G,
     /// The flow's handle.
     pub id: FlowId,
-    /// Length of the flow's new head packet, or `None` if the flow is now empty.
-    pub next: Option<u32>,
+    /// Whether the flow still has packets.
+    pub more: bool,
 }
 
-/// Packets and bytes counted by the whole table.
+/// What the table counts beyond its flows.
 #[derive(Clone, Copy, Debug, Default)]
 struct Totals {
-    enq_pkts: u64,
-    enq_bytes: u64,
-    sent_pkts: u64,
-    sent_bytes: u64,
-    purged_pkts: u64,
-    purged_bytes: u64,
+    /// Packets queued over all flows.
+    queued: u64,
+    /// Packets and bytes sent by flows since removed.
+    retired_pkts: u64,
+    retired_bytes: u64,
 }
 
 /// Flows, their queues, limits and counters, with per-flow algorithm state `S` and an
@@ -283,12 +282,13 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// Counts flow `f`'s backlog as purged and frees its slot.
     fn retire(&mut self, f: u32) {
         let e = self.e_mut(f);
-        let (pkts, bytes) = (e.tail - e.head, e.enq_bytes - e.sent_bytes);
+        let (pkts, sent_pkts, sent_bytes) = (e.tail - e.head, e.head, e.sent_bytes);
         e.gen = e.gen.wrapping_add(1) & !1;
         e.st = S::default();
         e.ring = new_ring(1);
-        self.totals.purged_pkts += pkts;
-        self.totals.purged_bytes += bytes;
+        self.totals.queued -= pkts;
+        self.totals.retired_pkts += sent_pkts;
+        self.totals.retired_bytes += sent_bytes;
         self.drops.add(DropReason::FlowRemoved, pkts);
         self.free_flows.push(f);
         self.live_flows -= 1;
@@ -436,7 +436,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         let ok = (len.wrapping_sub(1) < e.max_len)
             & (queued < u64::from(e.limit_pkts))
             & (e.enq_bytes - e.sent_bytes + u64::from(len) <= e.limit_bytes)
-            & (t.enq_pkts - t.sent_pkts - t.purged_pkts < u64::from(self.capacity));
+            & (t.queued < u64::from(self.capacity));
         if ok {
             Ok((f, queued == 0))
         } else {
@@ -484,8 +484,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         *slot_mut(&mut e.ring, e.tail) = Some((pkt, tag));
         e.tail += 1;
         e.enq_bytes += len;
-        self.totals.enq_pkts += 1;
-        self.totals.enq_bytes += len;
+        self.totals.queued += 1;
     }
 
     /// Counts a packet of `len` bytes into flow `f`, which the caller stores. The caller has
@@ -497,8 +496,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         let e = self.e_mut(f);
         e.tail += 1;
         e.enq_bytes += len;
-        self.totals.enq_pkts += 1;
-        self.totals.enq_bytes += len;
+        self.totals.queued += 1;
     }
 
     /// Counts a packet of `len` bytes out of flow `f` as sent, and returns the flow's
@@ -512,8 +510,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         e.head += 1;
         e.sent_bytes += len;
         let id = FlowId::new(f, e.gen);
-        self.totals.sent_pkts += 1;
-        self.totals.sent_bytes += len;
+        self.totals.queued -= 1;
         id
     }
 
@@ -524,21 +521,33 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         let (pkt, tag) = take_head(e, f);
         let len = u64::from(pkt.wire_len());
         e.sent_bytes += len;
-        let next = e.len_at(e.head);
+        let more = e.tail != e.head;
         let id = FlowId::new(f, e.gen);
-        self.totals.sent_pkts += 1;
-        self.totals.sent_bytes += len;
-        Popped { pkt, tag, id, next }
+        self.totals.queued -= 1;
+        Popped { pkt, tag, id, more }
     }
 
-    /// Backlog of the whole table.
+    /// Packets queued over all flows: O(1).
     #[inline(always)]
+    pub fn queued(&self) -> u64 {
+        self.totals.queued
+    }
+
+    /// Backlog of the whole table. The byte count sums the live flows: O(flows).
     pub fn backlog(&self) -> Backlog {
-        let t = &self.totals;
         Backlog {
-            pkts: t.enq_pkts - t.sent_pkts - t.purged_pkts,
-            bytes: t.enq_bytes - t.sent_bytes - t.purged_bytes,
+            pkts: self.totals.queued,
+            bytes: self
+                .live_entries()
+                .map(|e| e.enq_bytes - e.sent_bytes)
+                .sum(),
         }
+    }
+
+    fn live_entries(&self) -> impl Iterator<Item = &FlowEntry<P, S, G>> {
+        self.flows[..self.used as usize]
+            .iter()
+            .filter(|e| e.gen & 1 == 1)
     }
 
     /// Counters of flow `f`.
@@ -552,9 +561,13 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         }
     }
 
-    /// Packets and bytes sent, and drops, of the whole table.
+    /// Packets and bytes sent, and drops, of the whole table: sums over the flows, O(flows).
     pub fn totals(&self) -> (u64, u64, DropCounts) {
-        (self.totals.sent_pkts, self.totals.sent_bytes, self.drops)
+        let (pkts, bytes) = self.live_entries().fold(
+            (self.totals.retired_pkts, self.totals.retired_bytes),
+            |(p, b), e| (p + e.head, b + e.sent_bytes),
+        );
+        (pkts, bytes, self.drops)
     }
 
     /// The index of live flow `id`, or the error naming it.
@@ -574,11 +587,12 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
 
     /// Counters of the whole table with the algorithm's own ([`crate::Scheduler::stats`]).
     pub fn sched_stats(&self, algorithm: Vec<(&'static str, u64)>) -> SchedStats {
+        let (sent_pkts, sent_bytes, drops) = self.totals();
         SchedStats {
             flows: self.live_flows,
-            sent_pkts: self.totals.sent_pkts,
-            sent_bytes: self.totals.sent_bytes,
-            drops: self.drops,
+            sent_pkts,
+            sent_bytes,
+            drops,
             backlog: self.backlog(),
             algorithm,
         }

@@ -171,12 +171,12 @@ impl Policy for Drr {
         f: u32,
         len: u32,
         _tag: (),
-        next: Option<u32>,
+        more: bool,
     ) {
         let st = flows.st_mut(f);
         st.deficit -= u64::from(len);
         st.served = true;
-        if next.is_none() {
+        if !more {
             st.deficit = 0;
             self.visits += 1;
             self.active.pop_front(flows);

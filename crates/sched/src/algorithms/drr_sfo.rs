@@ -192,7 +192,7 @@ impl Policy for DrrSfo {
         f: u32,
         len: u32,
         _tag: (),
-        _next: Option<u32>,
+        _more: bool,
     ) {
         let st = flows.st_mut(f);
         st.deficit -= u64::from(len);

@@ -167,9 +167,13 @@ impl<P: Packet> Scheduler<P> for Fifo<P> {
         self.slot(pos).as_ref().map(|(_, p)| p.wire_len())
     }
 
-    #[inline(always)]
     fn backlog(&self) -> Backlog {
         self.flows.backlog()
+    }
+
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.flows.queued() == 0
     }
 
     fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {

@@ -289,9 +289,13 @@ impl<P: Packet> Scheduler<P> for Prio<P> {
         self.slot(s).pkt.as_ref().map(Packet::wire_len)
     }
 
-    #[inline(always)]
     fn backlog(&self) -> Backlog {
         self.flows.backlog()
+    }
+
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.flows.queued() == 0
     }
 
     fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {

@@ -181,8 +181,9 @@ impl<R: TagRule> Policy for SelfClocked<R> {
         f: u32,
         _len: u32,
         _tag: (),
-        next: Option<u32>,
+        more: bool,
     ) {
+        let next = if more { flows.head_len(f) } else { None };
         let st = flows.st_mut(f);
         // The packet just dequeued is the one in service: it sets the clock.
         self.v = if R::BY_FINISH { st.f } else { st.s };

@@ -241,11 +241,12 @@ impl Policy for Wf2qPlus {
         f: u32,
         len: u32,
         _tag: (),
-        next: Option<u32>,
+        more: bool,
     ) {
         debug_assert_eq!(self.eligible.peek_flow(), Some(f));
         self.clock.advance(len);
         let now = self.clock.now();
+        let next = if more { flows.head_len(f) } else { None };
         let st = flows.st_mut(f);
         st.s = st.f;
         match next {
