@@ -13,8 +13,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::algorithms::prio::PrioAlgorithm;
+use crate::algorithms::scrr::{Scrr, ScrrNeia, ScrrNmia, ScrrNmne, ScrrNpm};
 use crate::algorithms::{drr::Drr, drr_sfo::DrrSfo, fifo::FifoAlgorithm, scfq::Scfq};
-use crate::algorithms::{stfq::Stfq, wf2qp::Wf2qPlus};
+use crate::algorithms::{qfq::Qfq, stfq::Stfq, wf2qp::Wf2qPlus};
 use crate::error::ConfigError;
 use crate::packet::Packet;
 use crate::policy::{Policy, Sched};
@@ -251,7 +252,13 @@ registry!(
     DrrSfo,
     Wf2qPlus,
     Stfq,
-    Scfq
+    Scfq,
+    Qfq,
+    Scrr,
+    ScrrNpm,
+    ScrrNmia,
+    ScrrNmne,
+    ScrrNeia,
 );
 
 /// The algorithm called `name` (canonical name or alias, any case).

@@ -2,3 +2,4 @@
 
 pub mod flowlist;
 pub mod heap;
+pub mod stamp;

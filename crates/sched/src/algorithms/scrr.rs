@@ -1,0 +1,1229 @@
+//! SCRR: Self-Clocked Round Robin, with its four enhancements, weighted, with start-time or
+//! finish-time semantics.
+//!
+//! E. Sharafzadeh, R. Matson, J. Tourrilhes, P. Sharma, S. Ghorbani, "Self-Clocked
+//! Round-Robin Packet Scheduling", NSDI 2025 (`scrr-self-clocked-round-robin.md`), section 3
+//! and appendix A; the variant names are those of the authors' Linux qdisc (`sch_scrr.c`).
+//!
+//! Sub-queues (flows) are visited in round robin, as in DRR, but a visit is not bounded by a
+//! quantum. Every packet has a virtual time, its STFQ start tag (or its SCFQ finish tag), and
+//! a visit sends the head packet, then keeps sending while the *next* packet's virtual time
+//! is not after the global clock `c`. The clock is updated once per scheduling round, to the
+//! largest virtual time dequeued (Definitions 4 and 5). A lagging flow catches up within one
+//! visit; a leading flow sends one packet and pushes the clock. The effective quantum is the
+//! clock advance of the previous round, at most one maximum packet (Theorem 1): there is no
+//! parameter to tune, and no visit ends without a packet (DRR's "missed visits").
+//!
+//! # Virtual time (eq. 1, 2), weighted
+//!
+//! ```text
+//! S(p) = max(F(p'), c)      F(p) = S(p) + l(p) / w_f      v(p) = S(p)  or  F(p)
+//! ```
+//!
+//! `p'` the flow's previous packet, `w_f` its weight. Units are [`crate::vtime`]'s: bytes per
+//! unit weight, fixed point, so a packet costs `l / w` ([`InvWeight::cost`]) as in eq. 2 and
+//! section 3.1 ("the packet's length is divided by the weight").
+//!
+//! # Variants and enhancements
+//!
+//! | name | NPM | SFO | IA | NE | Linux qdisc |
+//! |---|---|---|---|---|---|
+//! | `scrr-basic` | | | | | `scrr_basic` (Algorithms 1, 2) |
+//! | `scrr-npm` | x | x | | | `scrr_npm` |
+//! | `scrr-nmia` | x | x | x | | `scrr_nmia` |
+//! | `scrr-nmne` | x | x | | x | `scrr_nmne` |
+//! | `scrr-neia` | x | x | x | x | `scrr_neia` |
+//! | `scrr` | x | x | x | x | (the paper's "SCRR": all enhancements, Algorithms 3, 4) |
+//!
+//! `scrr` and `scrr-neia` are the same algorithm under its paper name and its qdisc name (No
+//! Empty decides between SFO's two lists, so it implies SFO; the qdisc's variants other than
+//! basic all have SFO, which is why the names do not mention it).
+//!
+//! - **No Packet Metadata** (NPM, section 3.2): nothing is stored with a packet; the flow
+//!   keeps the finish time of its last *dequeued* packet, and the dequeue computes the
+//!   packet's start: that finish time if it is after the previous round's clock `c_prev`
+//!   (the flow was backlogged), else the current clock (it was idle). `scrr-basic` instead
+//!   stamps each packet at enqueue (the policy's `Tag`, a [`VTime`]).
+//! - **Sparse Flow Optimization** (SFO, 3.3.1): a flow joining the schedule goes to the back
+//!   of a *new* list, always served before the *old* list; after its visit it moves to the
+//!   old list. Without No Empty, a flow that empties stays on the old list until its next
+//!   visit, which then finds it empty (an *empty visit*, counted) and drops it.
+//! - **Initial Advance** (IA, 3.3.2): the first packet of an idle flow gets the virtual time
+//!   `c_prev + l / w` instead of `c`, so the flow sends up to the last clock advance in its
+//!   first visit. This is the refinement "previous clock plus packet size times weight": in
+//!   our units the size is divided by the weight (the cost of the packet), and with start
+//!   semantics it is the packet's start time (so its finish is `c_prev + 2 l / w`), with
+//!   finish semantics its finish time (start `c_prev`). Either way a burst of equal packets
+//!   sends exactly the advance `c - c_prev` rounded down to whole packets, not the advance
+//!   plus one packet (Fig. 6b).
+//! - **No Empty** (NE, 3.3.3): a flow leaves the schedule as soon as it empties. When it
+//!   comes back it gets SFO (the new list) only if its next packet fits in the current round
+//!   (its virtual time is not after `c`) or nothing is scheduled; otherwise it goes to the back
+//!   of the old list. No visit is ever empty.
+//!
+//! # Where the paper leaves a choice, and what is done here
+//!
+//! 1. *Round accounting.* A round ends when every flow due in it has ended a visit: `left`
+//!    counts the visits still due. A flow joining the new list is due in the current round
+//!    (it is served before the old list resumes), as Algorithms 1 and 3 count it. A flow
+//!    appended to the tail (`scrr-basic`'s single list, or the old list under NE) is behind
+//!    the flows already served this round, so it is due in this round only if no visit has
+//!    ended in it yet; otherwise it waits for the next round. Algorithm 1 counts every tail
+//!    join in the current round, which lets the head flow be visited twice in one round and
+//!    the clock advance by two packets: with `A`, `B` backlogged (1000-byte packets) and
+//!    `C` joining after `A`'s visit, the round `A, B, A` ends at `c + 2000`
+//!    (`a_join_at_the_tail_waits_for_the_next_round` shows the case). The reference qdisc
+//!    never counts a No Empty tail join; here it is counted when the round is fresh, which
+//!    changes nothing for the guarantees (the flow has had no visit in the round).
+//! 2. *Idle test of NPM:* a flow is idle when its finish time is `<= c_prev` (section 3.2:
+//!    backlogged when "greater than previous virtual clock", and the reference qdisc);
+//!    Algorithm 4 writes `<`.
+//! 3. *A round that does not move the clock* keeps `c_prev` (the reference qdisc does the
+//!    same); Algorithm 4 would set `c_prev = c` and disable IA and NPM's idle test for a round.
+//! 4. *End of a busy period* (the scheduler empties): the clock becomes the finish time of the
+//!    last packet (Algorithms 2 and 4) but never goes backwards (A.1: "SCRR makes sure that the
+//!    clock can only go forward"; the last packet may be a lagging one that finishes before
+//!    `c`). This clock update starts a new round (Definition 5).
+//! 5. *Finish semantics* (B.1): the stay test uses the next packet's own finish time,
+//!    `F(p) + l(next) / w` (NPM, one look-up of the next head's length) or its stored tag
+//!    (basic). Algorithm 2's `virtual_next = pkt.virtual + pkt.length` is the start-semantics
+//!    formula; with start semantics it is used as written (no look-up).
+//! 6. *No Empty with finish semantics:* SFO is granted if `F + l(new) / w <= c`, the same test
+//!    as staying in a visit; with start semantics `F <= c` (Algorithm 3).
+//! 7. *New flows* start with finish time `c_prev` (the reference qdisc): idle for NPM, SFO for
+//!    NE. A weight change applies to packets not yet stamped (basic) or dequeued (NPM).
+//! 8. *Removing a flow* due in the current round shortens the round, so the clock update
+//!    happens exactly when the remaining due flows have been visited (control path: the
+//!    lists are walked to find whether the flow is among the `left` due ones).
+//!
+//! # State
+//!
+//! `new`, `old`: [`FlowList`]s (`scrr-basic` uses `old` only); `clock`, `prev` (the previous
+//! distinct clock), `dq_max` (largest virtual time dequeued, Algorithm 2's
+//! `virtual_dequeue`); `left`, `active` (flows on the lists), `fresh` (no visit ended in this
+//! round). Per flow: the finish time (NPM: of the last dequeued packet; basic: of the last
+//! enqueued one), the inverse weight, the list link and which list it is on.
+//!
+//! # Invariants
+//!
+//! - The flows still due in the current round are exactly the first `left` flows of
+//!   `new ++ old`; every flow on `new` is due. When `fresh`, `left == active`.
+//! - A flow is on a list exactly when it is backlogged, except under SFO without NE, where
+//!   a flow that emptied stays on `old` until its next visit.
+//! - `prev < clock` once the clock has moved; `clock` never decreases; `dq_max >= clock`.
+//! - Every dequeued packet has `v <= c + L_f / w_f` (`c` the clock when it leaves), and, but
+//!   for the first of a visit, `v <= c`. Hence, with `M* = max_f L_f / w_f` (`<= M`, the
+//!   largest packet, since `w >= 1`), within a busy period:
+//!   - Theorem 1: each round end advances the clock by at most `M*`;
+//!   - Theorem 2: a flow sends at most `w_f M* + L_f <= (w_f + 1) M <= (r_max + 1) M`
+//!     bytes in one round (its packets after the first span at most one clock advance, each
+//!     byte costing `1 / w_f`).
+//!
+//!   `tests/scrr.rs` checks both on random workloads, for every variant and semantics.
+//!
+//! # Complexity
+//!
+//! O(1) per packet: a visit always sends. Variants without No Empty add one step per empty
+//! visit. Removing a backlogged flow walks the lists (control path).
+//!
+//! # Bit budget
+//!
+//! As [`crate::vtime`]: `u128` virtual times that never wrap, costs exact in a `u64`.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::str::FromStr;
+
+use crate::error::ConfigError;
+use crate::flow::FlowParams;
+use crate::packet::Packet;
+use crate::policy::{Flows, Policy};
+use crate::registry::{AlgorithmInfo, ParamInfo, Params, ServiceClass};
+use crate::table::NIL;
+use crate::util::flowlist::{FlowList, Linked};
+use crate::vtime::{InvWeight, VTime};
+
+/// Which tag is a packet's virtual time (section 3.1, appendix B.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Semantics {
+    /// The virtual start time, as STFQ (the paper's default).
+    #[default]
+    Start,
+    /// The virtual finish time, as SCFQ.
+    Finish,
+}
+
+impl FromStr for Semantics {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "start" => Ok(Self::Start),
+            "finish" => Ok(Self::Finish),
+            _ => Err("must be start or finish".to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for Semantics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Start => "start",
+            Self::Finish => "finish",
+        })
+    }
+}
+
+const SEMANTICS_PARAM: ParamInfo = ParamInfo {
+    name: "semantics",
+    default: "start",
+    help:
+        "a packet's virtual time: its start time (start, as STFQ) or finish time (finish, as SCFQ)",
+};
+
+/// What SCRR stores with a packet: its virtual time ([`VTime`], SCRR-basic) or nothing
+/// (`()`, No Packet Metadata).
+pub trait PacketTag: Copy + Default + 'static {
+    /// Whether the tag holds a time.
+    const STORES: bool;
+    /// The tag of a packet of virtual time `v`.
+    fn stamp(v: VTime) -> Self;
+    /// The virtual time stamped.
+    fn time(self) -> VTime;
+}
+
+impl PacketTag for () {
+    const STORES: bool = false;
+    #[inline(always)]
+    fn stamp(_: VTime) -> Self {}
+    #[inline(always)]
+    fn time(self) -> VTime {
+        VTime::ZERO
+    }
+}
+
+impl PacketTag for VTime {
+    const STORES: bool = true;
+    #[inline(always)]
+    fn stamp(v: VTime) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn time(self) -> VTime {
+        self
+    }
+}
+
+/// A set of enhancements: one registered variant of SCRR.
+pub trait Variant: 'static {
+    /// Description of the variant.
+    const INFO: AlgorithmInfo;
+    /// No Packet Metadata.
+    const NPM: bool;
+    /// Sparse Flow Optimization.
+    const SFO: bool;
+    /// Initial Advance (implemented in NPM's dequeue, so it requires NPM).
+    const IA: bool;
+    /// No Empty (chooses between SFO's lists, so it requires SFO).
+    const NE: bool;
+    /// `()` with NPM, [`VTime`] without.
+    type Tag: PacketTag;
+}
+
+const fn info(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    summary: &'static str,
+    complexity: &'static str,
+) -> AlgorithmInfo {
+    AlgorithmInfo {
+        name,
+        aliases,
+        summary,
+        complexity,
+        guarantee: "weighted shares; clock advance <= M per round, burst <= (w+1) M (Thm 1, 2)",
+        source: "Sharafzadeh et al., NSDI 2025 (SCRR), appendix A",
+        file: "src/algorithms/scrr.rs",
+        class: ServiceClass::WeightedFair,
+        params: &[SEMANTICS_PARAM],
+    }
+}
+
+const O1_EMPTY: &str = "O(1) (plus one step per empty visit)";
+
+/// SCRR-basic: per-packet virtual times, one round-robin list (Algorithms 1 and 2).
+#[derive(Debug)]
+pub struct Basic;
+/// No Packet Metadata, with SFO (the qdisc's `scrr_npm`).
+#[derive(Debug)]
+pub struct Npm;
+/// NPM + Initial Advance, with SFO (`scrr_nmia`).
+#[derive(Debug)]
+pub struct Nmia;
+/// NPM + No Empty, with SFO (`scrr_nmne`).
+#[derive(Debug)]
+pub struct Nmne;
+/// NPM + No Empty + Initial Advance, with SFO (`scrr_neia`): the same as [`All`].
+#[derive(Debug)]
+pub struct Neia;
+/// Every enhancement (the paper's "SCRR", Algorithms 3 and 4).
+#[derive(Debug)]
+pub struct All;
+
+macro_rules! variant {
+    ($v:ident, $npm:expr, $sfo:expr, $ia:expr, $ne:expr, $tag:ty, $info:expr) => {
+        impl Variant for $v {
+            const INFO: AlgorithmInfo = $info;
+            const NPM: bool = $npm;
+            const SFO: bool = $sfo;
+            const IA: bool = $ia;
+            const NE: bool = $ne;
+            type Tag = $tag;
+        }
+    };
+}
+
+variant!(
+    All,
+    true,
+    true,
+    true,
+    true,
+    (),
+    info(
+        "scrr",
+        &[],
+        "self-clocked round robin, all enhancements (NPM, SFO, initial advance, no empty)",
+        "O(1)",
+    )
+);
+variant!(
+    Basic,
+    false,
+    false,
+    false,
+    false,
+    VTime,
+    info(
+        "scrr-basic",
+        &["scrr_basic"],
+        "self-clocked round robin: per-packet virtual times, one list",
+        "O(1)",
+    )
+);
+variant!(
+    Npm,
+    true,
+    true,
+    false,
+    false,
+    (),
+    info(
+        "scrr-npm",
+        &["scrr_npm"],
+        "SCRR, no packet metadata, sparse flow optimization",
+        O1_EMPTY,
+    )
+);
+variant!(
+    Nmia,
+    true,
+    true,
+    true,
+    false,
+    (),
+    info(
+        "scrr-nmia",
+        &["scrr_nmia"],
+        "SCRR, no packet metadata + initial advance (with SFO)",
+        O1_EMPTY,
+    )
+);
+variant!(
+    Nmne,
+    true,
+    true,
+    false,
+    true,
+    (),
+    info(
+        "scrr-nmne",
+        &["scrr_nmne"],
+        "SCRR, no packet metadata + no empty (with SFO)",
+        "O(1)",
+    )
+);
+variant!(
+    Neia,
+    true,
+    true,
+    true,
+    true,
+    (),
+    info(
+        "scrr-neia",
+        &["scrr_neia"],
+        "SCRR, no packet metadata + no empty + initial advance (with SFO; = scrr)",
+        "O(1)",
+    )
+);
+
+/// SCRR with every enhancement.
+pub type Scrr = SelfClockedRr<All>;
+/// SCRR-basic.
+pub type ScrrBasic = SelfClockedRr<Basic>;
+/// SCRR with No Packet Metadata.
+pub type ScrrNpm = SelfClockedRr<Npm>;
+/// SCRR with NPM and Initial Advance.
+pub type ScrrNmia = SelfClockedRr<Nmia>;
+/// SCRR with NPM and No Empty.
+pub type ScrrNmne = SelfClockedRr<Nmne>;
+/// SCRR with NPM, No Empty and Initial Advance.
+pub type ScrrNeia = SelfClockedRr<Neia>;
+
+/// Which list a flow is on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum On {
+    #[default]
+    None,
+    New,
+    Old,
+}
+
+/// Per-flow SCRR state.
+#[derive(Debug)]
+pub struct ScrrFlow {
+    /// NPM: finish time of the last dequeued packet (the start of the next one while the
+    /// flow is backlogged); basic: of the last enqueued packet.
+    finish: VTime,
+    inv_w: InvWeight,
+    next: u32,
+    on: On,
+}
+
+impl Default for ScrrFlow {
+    fn default() -> Self {
+        Self {
+            finish: VTime::ZERO,
+            inv_w: InvWeight::new(1),
+            next: NIL,
+            on: On::None,
+        }
+    }
+}
+
+impl Linked for ScrrFlow {
+    fn link(&mut self) -> &mut u32 {
+        &mut self.next
+    }
+}
+
+/// Self-Clocked Round Robin, variant `V`.
+#[derive(Debug)]
+pub struct SelfClockedRr<V> {
+    new: FlowList,
+    old: FlowList,
+    clock: VTime,
+    prev: VTime,
+    dq_max: VTime,
+    /// Visits still due in the current round.
+    left: u32,
+    /// Flows on the lists.
+    active: u32,
+    /// No visit has ended in the current round.
+    fresh: bool,
+    by_finish: bool,
+    visits: u64,
+    empty_visits: u64,
+    rounds: u64,
+    _v: PhantomData<V>,
+}
+
+impl<V: Variant> SelfClockedRr<V> {
+    /// The switches are consistent (checked at compile time when a variant is built).
+    const VALID: () = assert!(
+        (!V::NE || V::SFO) && (!V::IA || V::NPM) && (V::NPM != V::Tag::STORES),
+        "inconsistent SCRR variant"
+    );
+
+    /// Flows that empty stay scheduled until their next visit (SFO without No Empty).
+    const KEEPS_EMPTY: bool = V::SFO && !V::NE;
+
+    /// An empty scheduler with the given semantics.
+    pub fn new(semantics: Semantics) -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::VALID;
+        Self {
+            new: FlowList::new(),
+            old: FlowList::new(),
+            clock: VTime::ZERO,
+            prev: VTime::ZERO,
+            dq_max: VTime::ZERO,
+            left: 0,
+            active: 0,
+            fresh: true,
+            by_finish: semantics == Semantics::Finish,
+            visits: 0,
+            empty_visits: 0,
+            rounds: 0,
+            _v: PhantomData,
+        }
+    }
+
+    /// The virtual time semantics.
+    pub fn semantics(&self) -> Semantics {
+        if self.by_finish {
+            Semantics::Finish
+        } else {
+            Semantics::Start
+        }
+    }
+
+    /// The global virtual clock.
+    pub fn clock(&self) -> VTime {
+        self.clock
+    }
+
+    /// The clock before its last advance.
+    pub fn previous_clock(&self) -> VTime {
+        self.prev
+    }
+
+    /// Rounds completed (clock updates, including those that did not move it).
+    pub fn rounds(&self) -> u64 {
+        self.rounds
+    }
+
+    /// A flow that was off the schedule gets a packet of `len` bytes.
+    #[inline(always)]
+    fn join<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, len: u32) {
+        let (clock, by_finish, nothing_scheduled) = (self.clock, self.by_finish, self.active == 0);
+        let st = flows.st_mut(f);
+        if Self::KEEPS_EMPTY && st.on != On::None {
+            // Emptied during this or the last round and still scheduled: nothing to do.
+            return;
+        }
+        let to_new = V::SFO
+            && (!V::NE || nothing_scheduled || {
+                // No Empty: SFO only if the packet would be sent in the current round.
+                let v = if by_finish {
+                    st.finish.plus(st.inv_w.cost(len))
+                } else {
+                    st.finish
+                };
+                v <= clock
+            });
+        self.active += 1;
+        if to_new {
+            st.on = On::New;
+            // Served before the old list resumes: due in this round.
+            self.left += 1;
+            self.new.push_back(flows, f);
+        } else {
+            st.on = On::Old;
+            // Behind the flows served this round, unless there are none yet.
+            if self.fresh {
+                self.left += 1;
+            }
+            self.old.push_back(flows, f);
+        }
+    }
+
+    /// A visit ended (the flow was rotated, moved or dropped by the caller).
+    #[inline(always)]
+    fn end_visit(&mut self) {
+        self.visits += 1;
+        if self.left > 1 {
+            self.left -= 1;
+            self.fresh = false;
+        } else {
+            self.close_round();
+        }
+    }
+
+    /// The last due visit of the round ended: the clock moves to the largest virtual time
+    /// dequeued, and every scheduled flow is due in the new round.
+    #[inline(always)]
+    fn close_round(&mut self) {
+        self.rounds += 1;
+        if self.dq_max > self.clock {
+            self.prev = self.clock;
+            self.clock = self.dq_max;
+        }
+        self.left = self.active;
+        self.fresh = true;
+    }
+
+    /// Drops the empty flow `f` at the front of its list (SFO without No Empty).
+    fn empty_visit<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, on_new: bool) {
+        if on_new {
+            self.new.pop_front(flows);
+        } else {
+            self.old.pop_front(flows);
+        }
+        flows.st_mut(f).on = On::None;
+        self.active -= 1;
+        self.empty_visits += 1;
+        self.end_visit();
+    }
+
+    /// Whether `f` is among the first `left` flows of `new ++ old` (walks the lists).
+    fn is_due<P: Packet>(&self, flows: &Flows<P, Self>, f: u32) -> bool {
+        let mut budget = self.left;
+        for list in [self.new, self.old] {
+            let Some(head) = list.front() else { continue };
+            let mut cur = head;
+            loop {
+                if budget == 0 {
+                    return false;
+                }
+                if cur == f {
+                    return true;
+                }
+                budget -= 1;
+                cur = flows.st(cur).next;
+                if cur == head {
+                    break;
+                }
+            }
+        }
+        false
+    }
+}
+
+impl<V: Variant> Policy for SelfClockedRr<V> {
+    type FlowState = ScrrFlow;
+    type Tag = V::Tag;
+
+    const INFO: AlgorithmInfo = V::INFO;
+
+    fn from_params(params: &Params) -> Result<Self, ConfigError> {
+        let semantics = params
+            .get::<Semantics>(&Self::INFO, "semantics")?
+            .unwrap_or_default();
+        Ok(Self::new(semantics))
+    }
+
+    fn flow_added<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32) {
+        let (prev, w) = (self.prev, flows.weight(f));
+        let st = flows.st_mut(f);
+        st.inv_w = InvWeight::new(w);
+        st.finish = prev;
+        st.on = On::None;
+    }
+
+    fn flow_updated<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, old: FlowParams) {
+        let w = flows.weight(f);
+        if w != old.weight {
+            flows.st_mut(f).inv_w = InvWeight::new(w);
+        }
+    }
+
+    fn flow_removing<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32) {
+        let on = flows.st(f).on;
+        if on == On::None {
+            return;
+        }
+        let due = self.is_due(flows, f);
+        match on {
+            On::New => self.new.remove(flows, f),
+            _ => self.old.remove(flows, f),
+        };
+        flows.st_mut(f).on = On::None;
+        self.active -= 1;
+        if due {
+            self.left -= 1;
+            if self.left == 0 {
+                self.close_round();
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn enqueued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        was_empty: bool,
+    ) -> V::Tag {
+        let mut tag = V::Tag::default();
+        if !V::NPM {
+            // Algorithm 1: S = max(c, F(p')), F(p) = S + l / w.
+            let clock = self.clock;
+            let st = flows.st_mut(f);
+            let s = st.finish.max(clock);
+            let fin = s.plus(st.inv_w.cost(len));
+            st.finish = fin;
+            tag = V::Tag::stamp(if self.by_finish { fin } else { s });
+        }
+        if was_empty {
+            self.join(flows, f, len);
+        }
+        tag
+    }
+
+    #[inline(always)]
+    fn select<P: Packet>(&mut self, flows: &mut Flows<P, Self>) -> Option<u32> {
+        loop {
+            let (f, on_new) = match self.new.front() {
+                Some(f) => (f, true),
+                None => (self.old.front()?, false),
+            };
+            if !Self::KEEPS_EMPTY || flows.is_backlogged(f) {
+                debug_assert!(flows.is_backlogged(f), "scheduled flow {f} is empty");
+                return Some(f);
+            }
+            self.empty_visit(flows, f, on_new);
+        }
+    }
+
+    #[inline(always)]
+    fn dequeued<P: Packet>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        tag: V::Tag,
+        more: bool,
+    ) {
+        let by_finish = self.by_finish;
+        // With finish semantics the next packet's virtual time depends on that packet.
+        let (next_len, next_tag) = if by_finish && more {
+            if V::NPM {
+                (flows.head_len(f).unwrap_or(0), V::Tag::default())
+            } else {
+                (0, flows.head_tag(f).unwrap_or_default())
+            }
+        } else {
+            (0, V::Tag::default())
+        };
+        let (clock, prev) = (self.clock, self.prev);
+        let st = flows.st_mut(f);
+        let cost = st.inv_w.cost(len);
+        // v: this packet's virtual time; fin: its finish time; next_v: the next packet's.
+        let (v, fin, next_v) = if V::NPM {
+            // The packet's virtual time if it continues the flow's last visit.
+            let cont = if by_finish {
+                st.finish.plus(cost)
+            } else {
+                st.finish
+            };
+            let start = if cont <= prev {
+                // Idle since before the previous round.
+                if !V::IA {
+                    clock
+                } else if by_finish {
+                    prev
+                } else {
+                    prev.plus(cost)
+                }
+            } else {
+                st.finish
+            };
+            let fin = start.plus(cost);
+            st.finish = fin;
+            let next_v = if by_finish {
+                fin.plus(st.inv_w.cost(next_len))
+            } else {
+                fin
+            };
+            (if by_finish { fin } else { start }, fin, next_v)
+        } else {
+            let v = tag.time();
+            if by_finish {
+                (v, v, next_tag.time())
+            } else {
+                (v, v.plus(cost), v.plus(cost))
+            }
+        };
+        let busy_end = flows.queued() == 0;
+        if busy_end {
+            // End of the busy period: the clock moves to this packet's finish time (never
+            // back), and a new round starts.
+            self.dq_max = fin.max(self.clock);
+        } else if v > self.dq_max {
+            self.dq_max = v;
+        }
+        if more && next_v <= clock {
+            // The next packet belongs to this round: the visit goes on.
+            return;
+        }
+        let on_new = !self.new.is_empty();
+        if more || Self::KEEPS_EMPTY {
+            if on_new {
+                self.new.pop_front(flows);
+                self.old.push_back(flows, f);
+                flows.st_mut(f).on = On::Old;
+            } else {
+                self.old.rotate(flows);
+            }
+        } else {
+            if on_new {
+                self.new.pop_front(flows);
+            } else {
+                self.old.pop_front(flows);
+            }
+            flows.st_mut(f).on = On::None;
+            self.active -= 1;
+        }
+        if busy_end {
+            self.visits += 1;
+            self.close_round();
+        } else {
+            self.end_visit();
+        }
+    }
+
+    /// `missed_visits` is always 0 (every visit of a backlogged flow sends its head packet,
+    /// section 3.1); it is listed so that reports compare with DRR's.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("visits", self.visits),
+            ("empty_visits", self.empty_visits),
+            ("missed_visits", 0),
+            ("rounds", self.rounds),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Desc, FlowId, FlowParams, Sched, Scheduler};
+
+    /// NPM alone, without SFO (not registered): to compare with SCRR-basic.
+    #[derive(Debug)]
+    struct NpmOnly;
+    variant!(
+        NpmOnly,
+        true,
+        false,
+        false,
+        false,
+        (),
+        info("scrr-test-npm-only", &[], "", "")
+    );
+
+    type S<V> = Sched<SelfClockedRr<V>, Desc>;
+
+    fn sched<V: Variant>(semantics: Semantics) -> S<V> {
+        Sched::new(SelfClockedRr::new(semantics), 1024).unwrap()
+    }
+
+    fn flow<V: Variant>(s: &mut S<V>, weight: u32) -> FlowId {
+        s.add_flow(FlowParams::weighted(weight).with_max_len(9000))
+            .unwrap()
+    }
+
+    /// Enqueues `n` packets of `len` bytes with cookies `first..`.
+    fn put<V: Variant>(s: &mut S<V>, f: FlowId, first: u64, n: u64, len: u32) {
+        for c in first..first + n {
+            s.enqueue(f, Desc::new(c, len)).unwrap();
+        }
+    }
+
+    fn drain<V: Variant>(s: &mut S<V>) -> Vec<u64> {
+        std::iter::from_fn(|| s.dequeue())
+            .map(|(_, d)| d.cookie)
+            .collect()
+    }
+
+    fn counter<V: Variant>(s: &S<V>, name: &str) -> u64 {
+        s.stats().algorithm.iter().find(|c| c.0 == name).unwrap().1
+    }
+
+    fn vt(bytes: u64) -> VTime {
+        VTime::from_bytes(bytes)
+    }
+
+    /// The order of the first workload: `A` 8 x 500 bytes (cookies 0..8), `B` 4 x 1500
+    /// (cookies 10..14), all queued at time 0, weights 1.
+    fn workload_ab<V: Variant>(semantics: Semantics) -> (S<V>, Vec<u64>) {
+        let mut s = sched::<V>(semantics);
+        let a = flow(&mut s, 1);
+        let b = flow(&mut s, 1);
+        put(&mut s, a, 0, 8, 500);
+        put(&mut s, b, 10, 4, 1500);
+        let out = drain(&mut s);
+        (s, out)
+    }
+
+    // Start tags: a_i = 500 i, b_i = 1500 i; both join at c = 0, due in round 1.
+    // round 1 (c = 0):    a0 (0; next 500 > 0), b0 (0)          -> c = 0 (no advance)
+    // round 2 (c = 0):    a1 (500), b1 (1500)                   -> c = 1500
+    // round 3 (c = 1500): a2 (1000; next 1500 <= c, stays), a3 (1500; next 2000 > c),
+    //                     b2 (3000)                             -> c = 3000
+    // round 4 (c = 3000): a4, a5, a6 (2000, 2500, 3000: A catches up), b3 (4500, B empties)
+    //                                                           -> c = 4500
+    // round 5:            a7 (3500, lagging); busy period ends at its finish 4000 < c: the
+    //                     clock stays at 4500.
+    const AB_START: [u64; 12] = [0, 10, 1, 11, 2, 3, 12, 4, 5, 6, 13, 7];
+
+    #[test]
+    fn basic_clocks_once_per_round_and_lagging_flows_catch_up() {
+        let (s, out) = workload_ab::<Basic>(Semantics::Start);
+        assert_eq!(out, AB_START);
+        let p = s.policy();
+        assert_eq!(
+            p.clock(),
+            vt(4500),
+            "never moved back to the last finish 4000"
+        );
+        assert_eq!(p.previous_clock(), vt(3000));
+        assert_eq!(p.rounds(), 5);
+        assert_eq!(counter(&s, "missed_visits"), 0);
+        assert_eq!(counter(&s, "empty_visits"), 0);
+        // visits: 2 + 2 + 2 + 2 + 1
+        assert_eq!(counter(&s, "visits"), 9);
+    }
+
+    #[test]
+    fn no_packet_metadata_gives_the_same_order_on_a_common_start() {
+        // Section 3.2: the idle test (finish <= previous clock) finds the same start times
+        // as the stamps when flows start together; with SFO the order is also the same,
+        // since flows that join together are served in arrival order on either list.
+        for semantics in [Semantics::Start, Semantics::Finish] {
+            let (_, basic) = workload_ab::<Basic>(semantics);
+            assert_eq!(workload_ab::<NpmOnly>(semantics).1, basic, "{semantics}");
+            assert_eq!(workload_ab::<Npm>(semantics).1, basic, "{semantics}");
+            assert_eq!(workload_ab::<Nmne>(semantics).1, basic, "{semantics}");
+        }
+        // and a weighted, continuously backlogged case
+        let run = |npm: bool| {
+            let mut out = Vec::new();
+            macro_rules! go {
+                ($v:ty) => {{
+                    let mut s = sched::<$v>(Semantics::Start);
+                    let ids: Vec<_> = (1..=4).map(|w| flow(&mut s, w)).collect();
+                    for (i, &id) in ids.iter().enumerate() {
+                        put(&mut s, id, 100 * i as u64, 40, 64 + 700 * i as u32);
+                    }
+                    for _ in 0..120 {
+                        out.push(s.dequeue().unwrap().1.cookie);
+                    }
+                }};
+            }
+            if npm {
+                go!(NpmOnly)
+            } else {
+                go!(Basic)
+            }
+            out
+        };
+        assert_eq!(run(true), run(false));
+    }
+
+    #[test]
+    fn weights_scale_the_clock_advance() {
+        // A (weight 2) and B (weight 1), 1000-byte packets: costs 500 and 1000.
+        // Start tags a_i = 500 i, b_i = 1000 i.
+        // round 1 (c = 0):    a0, b0              -> c = 0
+        // round 2 (c = 0):    a1 (500), b1 (1000) -> c = 1000
+        // round 3 (c = 1000): a2 (1000), b2       -> c = 2000
+        // round 4 (c = 2000): a3 (1500; next 2000 stays), a4, b3 -> c = 3000
+        // round 5 (c = 3000): a5, a6, b4 ...: two packets of A per packet of B.
+        let mut s = sched::<Basic>(Semantics::Start);
+        let a = flow(&mut s, 2);
+        let b = flow(&mut s, 1);
+        put(&mut s, a, 0, 20, 1000);
+        put(&mut s, b, 100, 20, 1000);
+        let out: Vec<u64> = (0..12).map(|_| s.dequeue().unwrap().1.cookie).collect();
+        assert_eq!(out, [0, 100, 1, 101, 2, 102, 3, 4, 103, 5, 6, 104]);
+        assert_eq!(s.policy().clock(), vt(4000));
+    }
+
+    #[test]
+    fn start_and_finish_semantics_differ() {
+        // A: 1000-byte packets, B: 100-byte packets, basic.
+        // Start:  round 1 a0 (0), b0 (0) -> c = 0; round 2 a1 (1000), b1 (100) -> c = 1000;
+        //         round 3 a2 (2000, leading), then b2..b10 (200..1000).
+        // Finish: round 1 a0 (1000), b0 (100) -> c = 1000 (the finish times are dequeued);
+        //         round 2 a1 (2000), then B catches up at once: b1..b9 (200..1000); a2 after.
+        let run = |semantics| {
+            let mut s = sched::<Basic>(semantics);
+            let a = flow(&mut s, 1);
+            let b = flow(&mut s, 1);
+            put(&mut s, a, 0, 10, 1000);
+            put(&mut s, b, 100, 40, 100);
+            (0..14)
+                .map(|_| s.dequeue().unwrap().1.cookie)
+                .collect::<Vec<_>>()
+        };
+        let start = run(Semantics::Start);
+        let finish = run(Semantics::Finish);
+        assert_eq!(
+            start,
+            [0, 100, 1, 101, 2, 102, 103, 104, 105, 106, 107, 108, 109, 110]
+        );
+        assert_eq!(
+            finish,
+            [0, 100, 1, 101, 102, 103, 104, 105, 106, 107, 108, 109, 2, 110]
+        );
+        // NPM computes the same times at dequeue.
+        for semantics in [Semantics::Start, Semantics::Finish] {
+            let mut s = sched::<NpmOnly>(semantics);
+            let a = flow(&mut s, 1);
+            let b = flow(&mut s, 1);
+            put(&mut s, a, 0, 10, 1000);
+            put(&mut s, b, 100, 40, 100);
+            let out: Vec<u64> = (0..14).map(|_| s.dequeue().unwrap().1.cookie).collect();
+            assert_eq!(out, run(semantics), "{semantics}");
+        }
+    }
+
+    /// `H1`, `H2` backlogged with 1500-byte packets (cookies 0.., 100..); after two
+    /// dequeues (one round, clock 0), `S` queues one 100-byte packet (cookie 200).
+    fn sparse_arrival<V: Variant>() -> Vec<u64> {
+        let mut s = sched::<V>(Semantics::Start);
+        let h1 = flow(&mut s, 1);
+        let h2 = flow(&mut s, 1);
+        let sp = flow(&mut s, 1);
+        put(&mut s, h1, 0, 4, 1500);
+        put(&mut s, h2, 100, 4, 1500);
+        let mut out: Vec<u64> = (0..2).map(|_| s.dequeue().unwrap().1.cookie).collect();
+        put(&mut s, sp, 200, 1, 100);
+        out.extend((0..4).map(|_| s.dequeue().unwrap().1.cookie));
+        out
+    }
+
+    #[test]
+    fn sparse_flow_optimization_serves_a_new_flow_first() {
+        // SFO: S joins the new list and goes next.
+        for out in [
+            sparse_arrival::<Npm>(),
+            sparse_arrival::<Nmne>(),
+            sparse_arrival::<All>(),
+        ] {
+            assert_eq!(out, [0, 100, 200, 1, 101, 2]);
+        }
+        // basic: S joins the tail of the round (fresh: counted in it) behind H1 and H2.
+        assert_eq!(sparse_arrival::<Basic>(), [0, 100, 1, 101, 200, 2]);
+    }
+
+    /// `H1`, `H2` backlogged with 1500-byte packets; after four dequeues (two rounds) `N`
+    /// queues a burst of four 500-byte packets (cookies 200..204). Returns the order.
+    fn burst_arrival<V: Variant>() -> Vec<u64> {
+        let mut s = sched::<V>(Semantics::Start);
+        let h1 = flow(&mut s, 1);
+        let h2 = flow(&mut s, 1);
+        let n = flow(&mut s, 1);
+        put(&mut s, h1, 0, 6, 1500);
+        put(&mut s, h2, 100, 6, 1500);
+        let mut out: Vec<u64> = (0..4).map(|_| s.dequeue().unwrap().1.cookie).collect();
+        put(&mut s, n, 200, 4, 500);
+        out.extend((0..6).map(|_| s.dequeue().unwrap().1.cookie));
+        out
+    }
+
+    #[test]
+    fn initial_advance_sends_several_packets_in_the_first_visit() {
+        // With IA the heavy flows' first packets are at c_prev + 1500 = 1500, so after two
+        // rounds c = 3000, c_prev = 1500. N starts at c_prev + 500 = 2000: n0 (2000),
+        // n1 (2500), n2 (3000) fit under c = 3000, n3 (3500) does not. A burst of exactly
+        // the advance, 1500 bytes, in the first visit.
+        for out in [burst_arrival::<Nmia>(), burst_arrival::<All>()] {
+            assert_eq!(out[4..8], [200, 201, 202, 2]);
+        }
+        // Without IA, N starts at the clock (1500) and sends one packet; the rest waits a
+        // round behind H1 and H2: n1..n3 (2000..3000) all fit under the next clock, 3000.
+        for out in [burst_arrival::<Npm>(), burst_arrival::<Nmne>()] {
+            assert_eq!(out[4..10], [200, 2, 102, 201, 202, 203]);
+        }
+    }
+
+    /// A heavy flow and a flow that sends one packet every fifth dequeue (so that it is
+    /// empty at its next visit); returns the scheduler after 60 dequeues.
+    fn dripping<V: Variant>() -> S<V> {
+        let mut s = sched::<V>(Semantics::Start);
+        let h = flow(&mut s, 1);
+        let d = flow(&mut s, 1);
+        put(&mut s, h, 0, 100, 1500);
+        let mut cookie = 1000;
+        for step in 0..60 {
+            if step % 5 == 0 && s.flow_stats(d).unwrap().backlog.pkts == 0 {
+                put(&mut s, d, cookie, 1, 300);
+                cookie += 1;
+            }
+            s.dequeue().unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn no_empty_never_visits_an_empty_flow() {
+        assert_eq!(counter(&dripping::<Nmne>(), "empty_visits"), 0);
+        assert_eq!(counter(&dripping::<All>(), "empty_visits"), 0);
+        assert_eq!(counter(&dripping::<Basic>(), "empty_visits"), 0);
+        // SFO without No Empty keeps the emptied flow for a round and finds it empty.
+        assert!(counter(&dripping::<Npm>(), "empty_visits") > 0);
+        assert!(counter(&dripping::<Nmia>(), "empty_visits") > 0);
+        // and the workload of AB_START: both flows end empty on the old list.
+        let (mut s, out) = workload_ab::<Npm>(Semantics::Start);
+        assert_eq!(out, AB_START);
+        assert!(s.dequeue().is_none());
+        assert_eq!(counter(&s, "empty_visits"), 2);
+        let (s, _) = workload_ab::<All>(Semantics::Start);
+        assert_eq!(counter(&s, "empty_visits"), 0);
+    }
+
+    #[test]
+    fn no_empty_sends_a_flow_that_used_its_share_to_the_old_list() {
+        // H backlogged (1500), D sends 1500-byte packets one at a time. Round 1 (c = 0):
+        // h0 (0), d0 (0; D empties and leaves the schedule) -> c = 0. D's finish 1500 > c:
+        // it has had its share of the round, so its next packet goes to the back of the
+        // old list, behind H, instead of the new list (which would serve it first).
+        let mut s = sched::<Nmne>(Semantics::Start);
+        let h = flow(&mut s, 1);
+        let d = flow(&mut s, 1);
+        put(&mut s, h, 0, 10, 1500);
+        put(&mut s, d, 100, 1, 1500);
+        assert_eq!(s.dequeue().unwrap().1.cookie, 0);
+        assert_eq!(s.dequeue().unwrap().1.cookie, 100);
+        put(&mut s, d, 101, 1, 1500);
+        assert_eq!(
+            s.dequeue().unwrap().1.cookie,
+            1,
+            "D denied SFO: finish 1500 > c 0"
+        );
+        assert_eq!(s.dequeue().unwrap().1.cookie, 101);
+        // A flow whose finish is not after the clock gets SFO again.
+        let mut s = sched::<Nmne>(Semantics::Start);
+        let h = flow(&mut s, 1);
+        let d = flow(&mut s, 1);
+        put(&mut s, h, 0, 10, 1500);
+        for _ in 0..4 {
+            s.dequeue().unwrap(); // rounds of H alone: c = 4500
+        }
+        put(&mut s, d, 100, 1, 100);
+        assert_eq!(
+            s.dequeue().unwrap().1.cookie,
+            100,
+            "D's finish 0 <= c: new list"
+        );
+    }
+
+    #[test]
+    fn a_join_at_the_tail_waits_for_the_next_round() {
+        // Basic, A and B backlogged with 1000-byte packets (start tags 0, 1000, 2000).
+        // round 1 (c = 0): a0, b0 -> c = 0. Round 2: a1 (1000, leading; A to the tail).
+        // C joins now (stamped 0, 1000), behind A. Algorithm 1 would count C in this round,
+        // so the round would end after A's *second* visit: a2 (2000) -> c = 2000, two
+        // packets of advance. Here C waits: the round ends after b1 at c = 1000.
+        let mut s = sched::<Basic>(Semantics::Start);
+        let a = flow(&mut s, 1);
+        let b = flow(&mut s, 1);
+        let c = flow(&mut s, 1);
+        put(&mut s, a, 0, 3, 1000);
+        put(&mut s, b, 10, 3, 1000);
+        let mut out: Vec<u64> = (0..3).map(|_| s.dequeue().unwrap().1.cookie).collect();
+        put(&mut s, c, 20, 2, 1000);
+        let mut clock = s.policy().clock();
+        while let Some((_, d)) = s.dequeue() {
+            out.push(d.cookie);
+            let now = s.policy().clock();
+            if !s.is_empty() {
+                assert!(
+                    now <= clock.plus(1000 << 32),
+                    "advance {now:?} from {clock:?}"
+                );
+            }
+            clock = now;
+        }
+        // round 3 (c = 1000): a2 (2000), c0, c1 (0, 1000: C catches up), b2 (2000)
+        assert_eq!(out, [0, 10, 1, 11, 2, 20, 21, 12]);
+    }
+
+    #[test]
+    fn removing_a_due_flow_shortens_the_round() {
+        let mut s = sched::<Basic>(Semantics::Start);
+        let ids: Vec<_> = (0..3).map(|_| flow(&mut s, 1)).collect();
+        for (i, &id) in ids.iter().enumerate() {
+            put(&mut s, id, 10 * i as u64, 5, 1000);
+        }
+        // round 1: f0, f1, f2
+        for _ in 0..3 {
+            s.dequeue().unwrap();
+        }
+        assert_eq!(s.policy().rounds(), 1);
+        s.dequeue().unwrap(); // f0 (1000)
+        s.remove_flow(ids[2]).unwrap(); // due: the round is now f0, f1
+        s.dequeue().unwrap(); // f1 ends the round
+        assert_eq!(s.policy().rounds(), 2);
+        assert_eq!(s.policy().clock(), vt(1000));
+        // a removed flow that was already served does not shorten the round
+        s.dequeue().unwrap(); // f0 (2000)
+        s.remove_flow(ids[0]).unwrap();
+        assert_eq!(s.policy().rounds(), 2);
+        s.dequeue().unwrap(); // f1 (2000) ends the round
+        assert_eq!(s.policy().rounds(), 3);
+        assert_eq!(s.policy().clock(), vt(2000));
+        // removing the last due flow closes the round at once
+        let mut s = sched::<Nmne>(Semantics::Start);
+        let a = flow(&mut s, 1);
+        let b = flow(&mut s, 1);
+        put(&mut s, a, 0, 3, 1000);
+        put(&mut s, b, 10, 3, 1000);
+        s.dequeue().unwrap();
+        s.remove_flow(b).unwrap();
+        assert_eq!(s.policy().rounds(), 1);
+        assert_eq!(s.dequeue().unwrap().1.cookie, 1);
+    }
+
+    #[test]
+    fn scrr_is_scrr_neia() {
+        // The same switches under the paper's name and the qdisc's.
+        let run = |all: bool, semantics| {
+            let mut out = Vec::new();
+            macro_rules! go {
+                ($v:ty) => {{
+                    let mut s = sched::<$v>(semantics);
+                    let ids: Vec<_> = (1..=3).map(|w| flow(&mut s, w)).collect();
+                    let mut cookie = 0;
+                    for step in 0..400u32 {
+                        let f = ids[(step * 7 % 3) as usize];
+                        if step % 3 != 0 {
+                            put(
+                                &mut s,
+                                f,
+                                cookie,
+                                u64::from(step % 4),
+                                64 + step * 37 % 3000,
+                            );
+                            cookie += 4;
+                        }
+                        if let Some((_, d)) = s.dequeue() {
+                            out.push(d.cookie);
+                        }
+                    }
+                }};
+            }
+            if all {
+                go!(All)
+            } else {
+                go!(Neia)
+            }
+            out
+        };
+        for semantics in [Semantics::Start, Semantics::Finish] {
+            assert_eq!(run(true, semantics), run(false, semantics));
+        }
+    }
+
+    #[test]
+    fn the_semantics_parameter_is_parsed_and_checked() {
+        let p = Params::new().set("semantics", "finish");
+        assert_eq!(
+            ScrrBasic::from_params(&p).unwrap().semantics(),
+            Semantics::Finish
+        );
+        assert_eq!(
+            Scrr::from_params(&Params::new()).unwrap().semantics(),
+            Semantics::Start
+        );
+        let e = Scrr::from_params(&Params::new().set("semantics", "middle"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'middle'") && e.contains("semantics"), "{e}");
+    }
+}
