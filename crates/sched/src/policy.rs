@@ -125,6 +125,12 @@ impl<A: Policy, P: Packet> Sched<A, P> {
         &self.alg
     }
 
+    /// The flow table and the policy, for the policies' unit tests.
+    #[cfg(test)]
+    pub(crate) fn parts_mut(&mut self) -> (&mut Flows<P, A>, &mut A) {
+        (&mut self.flows, &mut self.alg)
+    }
+
     /// Packets the scheduler holds at most.
     pub fn capacity(&self) -> u32 {
         self.flows.capacity()

@@ -15,7 +15,7 @@ use std::str::FromStr;
 use crate::algorithms::prio::PrioAlgorithm;
 use crate::algorithms::scrr::{Scrr, ScrrNeia, ScrrNmia, ScrrNmne, ScrrNpm};
 use crate::algorithms::{drr::Drr, drr_sfo::DrrSfo, fifo::FifoAlgorithm, scfq::Scfq};
-use crate::algorithms::{qfq::Qfq, stfq::Stfq, wf2qp::Wf2qPlus};
+use crate::algorithms::{kps::Kps, qfq::Qfq, stfq::Stfq, wf2qp::Wf2qPlus};
 use crate::error::ConfigError;
 use crate::packet::Packet;
 use crate::policy::{Policy, Sched};
@@ -254,6 +254,7 @@ registry!(
     Stfq,
     Scfq,
     Qfq,
+    Kps,
     Scrr,
     ScrrNpm,
     ScrrNmia,

@@ -3,6 +3,7 @@
 pub mod drr;
 pub mod drr_sfo;
 pub mod fifo;
+pub mod kps;
 pub mod prio;
 pub mod qfq;
 pub mod scfq;
