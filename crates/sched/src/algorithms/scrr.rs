@@ -602,6 +602,23 @@ impl<V: Variant> SelfClockedRr<V> {
         self.end_visit();
     }
 
+    /// With finish semantics, the finish time of `f`'s next packet, `fin` being the finish
+    /// time of the packet just sent. Out of line, so that the start-semantics path does
+    /// not load the next packet speculatively.
+    #[inline(never)]
+    fn next_finish<P: Packet>(
+        flows: &Flows<P, Self>,
+        f: u32,
+        fin: VTime,
+        inv_w: InvWeight,
+    ) -> VTime {
+        if V::NPM {
+            fin.plus(inv_w.cost(flows.head_len(f).unwrap_or(0)))
+        } else {
+            flows.head_tag(f).unwrap_or_default().time()
+        }
+    }
+
     /// Whether `f` is among the first `left` flows of `new ++ old` (walks the lists).
     fn is_due<P: Packet>(&self, flows: &Flows<P, Self>, f: u32) -> bool {
         let mut budget = self.left;
@@ -728,21 +745,12 @@ impl<V: Variant> Policy for SelfClockedRr<V> {
         more: bool,
     ) {
         let by_finish = self.by_finish;
-        // With finish semantics the next packet's virtual time depends on that packet.
-        let (next_len, next_tag) = if by_finish && more {
-            if V::NPM {
-                (flows.head_len(f).unwrap_or(0), V::Tag::default())
-            } else {
-                (0, flows.head_tag(f).unwrap_or_default())
-            }
-        } else {
-            (0, V::Tag::default())
-        };
         let (clock, prev) = (self.clock, self.prev);
         let st = flows.st_mut(f);
-        let cost = st.inv_w.cost(len);
-        // v: this packet's virtual time; fin: its finish time; next_v: the next packet's.
-        let (v, fin, next_v) = if V::NPM {
+        let inv_w = st.inv_w;
+        let cost = inv_w.cost(len);
+        // v: this packet's virtual time; fin: its finish time.
+        let (v, fin) = if V::NPM {
             // The packet's virtual time if it continues the flow's last visit.
             let cont = if by_finish {
                 st.finish.plus(cost)
@@ -763,28 +771,29 @@ impl<V: Variant> Policy for SelfClockedRr<V> {
             };
             let fin = start.plus(cost);
             st.finish = fin;
+            (if by_finish { fin } else { start }, fin)
+        } else {
+            let v = tag.time();
+            (v, if by_finish { v } else { v.plus(cost) })
+        };
+        // The next packet's virtual time: with start semantics this packet's finish; with
+        // finish semantics it depends on the next packet (looked up only then).
+        if more && {
             let next_v = if by_finish {
-                fin.plus(st.inv_w.cost(next_len))
+                Self::next_finish(flows, f, fin, inv_w)
             } else {
                 fin
             };
-            (if by_finish { fin } else { start }, fin, next_v)
-        } else {
-            let v = tag.time();
-            if by_finish {
-                (v, v, next_tag.time())
-            } else {
-                (v, v.plus(cost), v.plus(cost))
-            }
-        };
+            next_v <= clock
+        } {
+            // The next packet belongs to this round: the visit goes on. This packet is not
+            // after the clock (`v <= next_v <= c <= dq_max`): nothing else to record.
+            return;
+        }
         if v > self.dq_max {
             self.dq_max = v;
         }
-        let busy_end = flows.queued() == 0;
-        if more && next_v <= clock {
-            // The next packet belongs to this round: the visit goes on.
-            return;
-        }
+        let busy_end = !more && flows.queued() == 0;
         let on_new = !self.new.is_empty();
         if more || Self::KEEPS_EMPTY {
             if on_new {
