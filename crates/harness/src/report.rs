@@ -228,12 +228,30 @@ impl BenchReport {
             self.lost,
         )
     }
+
+    /// A third line with the algorithm's own counters (`counters: name=value ...`), for
+    /// algorithms that keep some.
+    pub fn counters(&self) -> Option<String> {
+        if self.sched_counters.is_empty() {
+            return None;
+        }
+        let pairs: Vec<String> = self
+            .sched_counters
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        Some(format!("counters: {}", pairs.join(" ")))
+    }
 }
 
 impl fmt::Display for BenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.summary())?;
-        write!(f, "{}", self.details())
+        write!(f, "{}", self.details())?;
+        if let Some(line) = self.counters() {
+            write!(f, "\n{line}")?;
+        }
+        Ok(())
     }
 }
 
@@ -285,6 +303,20 @@ mod tests {
         );
         assert_eq!(r.to_string().lines().count(), 2);
         r.check().unwrap();
+    }
+
+    #[test]
+    fn algorithm_counters_make_a_third_line() {
+        let mut r = report();
+        assert_eq!(r.counters(), None);
+        r.sched_counters.insert("visits", 7);
+        r.sched_counters.insert("missed_visits", 2);
+        let text = r.to_string();
+        assert_eq!(text.lines().count(), 3);
+        assert_eq!(
+            text.lines().last().unwrap(),
+            "counters: missed_visits=2 visits=7"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::algorithms::prio::PrioAlgorithm;
-use crate::algorithms::scrr::{Scrr, ScrrNeia, ScrrNmia, ScrrNmne, ScrrNpm};
+use crate::algorithms::scrr::{Scrr, ScrrBasic, ScrrNeia, ScrrNmia, ScrrNmne, ScrrNpm};
 use crate::algorithms::{drr::Drr, drr_sfo::DrrSfo, fifo::FifoAlgorithm, scfq::Scfq};
 use crate::algorithms::{kps::Kps, qfq::Qfq, stfq::Stfq, wf2qp::Wf2qPlus};
 use crate::error::ConfigError;
@@ -256,6 +256,7 @@ registry!(
     Qfq,
     Kps,
     Scrr,
+    ScrrBasic,
     ScrrNpm,
     ScrrNmia,
     ScrrNmne,

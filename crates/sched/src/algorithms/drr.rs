@@ -29,6 +29,21 @@
 //! `missed_visits`). Long-run shares are proportional to weights, but a flow may wait a
 //! whole round of the other flows' quanta: the worst-case delay grows with the number of
 //! flows (T-WFI O(N), QFQ+ paper section 5.4).
+//!
+//! # Counters
+//!
+//! The round-robin schedulers (`drr`, `drr-sfo`, the `scrr` family) report the same three,
+//! in the terms of the SCRR paper (NSDI 2025):
+//!
+//! - `visits`: visits that ended, i.e. a flow at the front of the round was rotated to the
+//!   back or left the schedule;
+//! - `missed_visits` (section 2.4): visits that ended without sending, because the flow's
+//!   deficit did not cover its head packet (with a quantum `q`, a packet of `l` bytes
+//!   costs up to `ceil(l / q) - 1` of them);
+//! - `empty_visits` (section 3.3.3): visits to a scheduled flow found without packets. DRR
+//!   takes a flow off the round as soon as it empties, so it has none (always 0).
+//!
+//! Each is a plain increment on a branch the visit takes anyway.
 
 use crate::error::ConfigError;
 use crate::flow::MAX_PACKET_LEN;
@@ -187,6 +202,7 @@ impl Policy for Drr {
         vec![
             ("visits", self.visits),
             ("missed_visits", self.missed_visits),
+            ("empty_visits", 0),
         ]
     }
 }

@@ -10,7 +10,8 @@
 //! visits* are counted (`empty_visits`); SCRR's "No Empty" enhancement removes them.
 //!
 //! Deficits follow DRR (a packet leaves only if the deficit covers it), with
-//! quantum = weight * base quantum.
+//! quantum = weight * base quantum. The counters (`visits`, `missed_visits`,
+//! `empty_visits`) are defined in [`super::drr`]; an empty visit counts as a visit.
 //!
 //! # State
 //!

@@ -75,15 +75,31 @@
 //!    (`a_join_at_the_tail_waits_for_the_next_round` shows the case). The reference qdisc
 //!    never counts a No Empty tail join; here it is counted when the round is fresh, which
 //!    changes nothing for the guarantees (the flow has had no visit in the round).
-//! 2. *Idle test of NPM:* a flow is idle when its finish time is `<= c_prev` (section 3.2:
-//!    backlogged when "greater than previous virtual clock", and the reference qdisc);
-//!    Algorithm 4 writes `<`.
+//! 2. *Idle test of NPM:* a flow is idle when the virtual time its packet would have as a
+//!    continuation of the flow is `<= c_prev` (section 3.2: backlogged when "greater than
+//!    previous virtual clock", and the reference qdisc); Algorithm 4 writes `<`. With start
+//!    semantics that time is the finish time of the last dequeued packet, as in 3.2; with
+//!    finish semantics it is the packet's own finish time (`F + l / w`): testing `F` alone
+//!    would call a backlogged flow idle whenever its last visit ended on a packet finishing
+//!    before the clock, and reset its virtual time.
 //! 3. *A round that does not move the clock* keeps `c_prev` (the reference qdisc does the
 //!    same); Algorithm 4 would set `c_prev = c` and disable IA and NPM's idle test for a round.
 //! 4. *End of a busy period* (the scheduler empties): the clock becomes the finish time of the
 //!    last packet (Algorithms 2 and 4) but never goes backwards (A.1: "SCRR makes sure that the
 //!    clock can only go forward"; the last packet may be a lagging one that finishes before
-//!    `c`). This clock update starts a new round (Definition 5).
+//!    `c`). This clock update starts a new round (Definition 5). It is done in two steps:
+//!    the busy period's last round closes like any other (the clock moves to the largest
+//!    virtual time dequeued in it), then the clock moves on to the last packet's finish time
+//!    if that is later, and `c_prev` to the clock it leaves. Algorithms 2 and 4 jump
+//!    straight from `c` to the finish time, and set `c_prev = c`: with start semantics the
+//!    last packet can start at `c + M` (a leading flow) and finish at `c + 2 M`, and a flow
+//!    arriving next, with Initial Advance, starts at `c_prev + l / w` and sends two clock
+//!    advances in its first visit, beyond Theorem 2's `(r_max + 1) M` (`tests/scrr.rs`
+//!    found it: a flow of 105-byte packets draining alone, then a burst of 21 to 87-byte
+//!    packets of another flow, 264 bytes in one visit against a bound of 254). In two steps
+//!    each clock move is at most one packet's cost (the last packet's virtual time is at
+//!    most the closed round's clock), so `c - c_prev`, the first visit's credit under
+//!    Initial Advance, stays within Theorem 1.
 //! 5. *Finish semantics* (B.1): the stay test uses the next packet's own finish time,
 //!    `F(p) + l(next) / w` (NPM, one look-up of the next head's length) or its stored tag
 //!    (basic). Algorithm 2's `virtual_next = pkt.virtual + pkt.length` is the start-semantics
@@ -95,6 +111,25 @@
 //! 8. *Removing a flow* due in the current round shortens the round, so the clock update
 //!    happens exactly when the remaining due flows have been visited (control path: the
 //!    lists are walked to find whether the flow is among the `left` due ones).
+//! 9. *Stamping a packet that joins a backlogged sub-queue* (`scrr-basic`): `S = F(p')`,
+//!    the finish time of the sub-queue's tail; only a packet that finds the sub-queue empty
+//!    gets `S = max(F(p'), c)`. This is what section 3.1 states in words ("if the sub-queue
+//!    is backlogged, the virtual time of the tail packet plus its size is used [...] if the
+//!    sub-queue had been idle, the current global clock"), what NPM computes (3.2), and what
+//!    the fairness proof of Theorem 3 needs (a backlogged flow's virtual times are
+//!    contiguous). Algorithm 1 and the reference qdisc take eq. 1's `max` for *every*
+//!    packet. In STFQ, where eq. 1 comes from, the two readings agree, because the clock
+//!    (the start tag in service) never passes a backlogged flow's tail; in SCRR the clock
+//!    runs ahead of lagging flows (Definition 2), and the `max` at every enqueue throws away
+//!    the lag of a backlogged flow whose queue spans less virtual time than one clock
+//!    advance: a flow kept 2 to 4 packets deep with small packets gets a fraction of its
+//!    share (flows of weight 1, 2, 4, 1 with 1500, 1000, 200 and 64-byte packets, 4 deep:
+//!    Jain's index 0.66, the 200 and 64-byte flows at about 35% of their shares;
+//!    `a_shallow_backlog_keeps_its_share` and `tests/scrr.rs` check it).
+//! 10. *`scrr-basic` is the paper's, not the qdisc's:* one list, a flow joining at its
+//!     tail and leaving it when it empties (Algorithms 1 and 2). The qdisc's `scrr_basic`
+//!     stamps packets but also puts a joining flow on a new list and keeps emptied flows
+//!     scheduled until their next visit, as its NPM variant does.
 //!
 //! # State
 //!
@@ -567,6 +602,23 @@ impl<V: Variant> SelfClockedRr<V> {
         self.end_visit();
     }
 
+    /// With finish semantics, the finish time of `f`'s next packet, `fin` being the finish
+    /// time of the packet just sent. Out of line, so that the start-semantics path does
+    /// not load the next packet speculatively.
+    #[inline(never)]
+    fn next_finish<P: Packet>(
+        flows: &Flows<P, Self>,
+        f: u32,
+        fin: VTime,
+        inv_w: InvWeight,
+    ) -> VTime {
+        if V::NPM {
+            fin.plus(inv_w.cost(flows.head_len(f).unwrap_or(0)))
+        } else {
+            flows.head_tag(f).unwrap_or_default().time()
+        }
+    }
+
     /// Whether `f` is among the first `left` flows of `new ++ old` (walks the lists).
     fn is_due<P: Packet>(&self, flows: &Flows<P, Self>, f: u32) -> bool {
         let mut budget = self.left;
@@ -649,10 +701,15 @@ impl<V: Variant> Policy for SelfClockedRr<V> {
     ) -> V::Tag {
         let mut tag = V::Tag::default();
         if !V::NPM {
-            // Algorithm 1: S = max(c, F(p')), F(p) = S + l / w.
+            // Eq. 1, 2 as section 3.1 states them: S = F(p') while the flow is backlogged,
+            // S = max(c, F(p')) when it was idle; F(p) = S + l / w. (Choice 9.)
             let clock = self.clock;
             let st = flows.st_mut(f);
-            let s = st.finish.max(clock);
+            let s = if was_empty {
+                st.finish.max(clock)
+            } else {
+                st.finish
+            };
             let fin = s.plus(st.inv_w.cost(len));
             st.finish = fin;
             tag = V::Tag::stamp(if self.by_finish { fin } else { s });
@@ -688,21 +745,12 @@ impl<V: Variant> Policy for SelfClockedRr<V> {
         more: bool,
     ) {
         let by_finish = self.by_finish;
-        // With finish semantics the next packet's virtual time depends on that packet.
-        let (next_len, next_tag) = if by_finish && more {
-            if V::NPM {
-                (flows.head_len(f).unwrap_or(0), V::Tag::default())
-            } else {
-                (0, flows.head_tag(f).unwrap_or_default())
-            }
-        } else {
-            (0, V::Tag::default())
-        };
         let (clock, prev) = (self.clock, self.prev);
         let st = flows.st_mut(f);
-        let cost = st.inv_w.cost(len);
-        // v: this packet's virtual time; fin: its finish time; next_v: the next packet's.
-        let (v, fin, next_v) = if V::NPM {
+        let inv_w = st.inv_w;
+        let cost = inv_w.cost(len);
+        // v: this packet's virtual time; fin: its finish time.
+        let (v, fin) = if V::NPM {
             // The packet's virtual time if it continues the flow's last visit.
             let cont = if by_finish {
                 st.finish.plus(cost)
@@ -723,32 +771,29 @@ impl<V: Variant> Policy for SelfClockedRr<V> {
             };
             let fin = start.plus(cost);
             st.finish = fin;
+            (if by_finish { fin } else { start }, fin)
+        } else {
+            let v = tag.time();
+            (v, if by_finish { v } else { v.plus(cost) })
+        };
+        // The next packet's virtual time: with start semantics this packet's finish; with
+        // finish semantics it depends on the next packet (looked up only then).
+        if more && {
             let next_v = if by_finish {
-                fin.plus(st.inv_w.cost(next_len))
+                Self::next_finish(flows, f, fin, inv_w)
             } else {
                 fin
             };
-            (if by_finish { fin } else { start }, fin, next_v)
-        } else {
-            let v = tag.time();
-            if by_finish {
-                (v, v, next_tag.time())
-            } else {
-                (v, v.plus(cost), v.plus(cost))
-            }
-        };
-        let busy_end = flows.queued() == 0;
-        if busy_end {
-            // End of the busy period: the clock moves to this packet's finish time (never
-            // back), and a new round starts.
-            self.dq_max = fin.max(self.clock);
-        } else if v > self.dq_max {
-            self.dq_max = v;
-        }
-        if more && next_v <= clock {
-            // The next packet belongs to this round: the visit goes on.
+            next_v <= clock
+        } {
+            // The next packet belongs to this round: the visit goes on. This packet is not
+            // after the clock (`v <= next_v <= c <= dq_max`): nothing else to record.
             return;
         }
+        if v > self.dq_max {
+            self.dq_max = v;
+        }
+        let busy_end = !more && flows.queued() == 0;
         let on_new = !self.new.is_empty();
         if more || Self::KEEPS_EMPTY {
             if on_new {
@@ -768,20 +813,29 @@ impl<V: Variant> Policy for SelfClockedRr<V> {
             self.active -= 1;
         }
         if busy_end {
+            // End of the busy period (choice 4): the round closes, then the idle system's
+            // clock moves on to this packet's finish time, if later, as a step of its own.
             self.visits += 1;
             self.close_round();
+            if fin > self.clock {
+                self.prev = self.clock;
+                self.clock = fin;
+                self.dq_max = fin;
+            }
         } else {
             self.end_visit();
         }
     }
 
-    /// `missed_visits` is always 0 (every visit of a backlogged flow sends its head packet,
-    /// section 3.1); it is listed so that reports compare with DRR's.
+    /// The counters of every round-robin scheduler, defined in [`super::drr`], and
+    /// `rounds`. `missed_visits` is always 0 (every visit of a backlogged flow sends its head
+    /// packet, section 3.1); it is listed so that reports compare with DRR's.
+    /// `empty_visits` is 0 but for SFO without No Empty (`scrr-npm`, `scrr-nmia`).
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("visits", self.visits),
-            ("empty_visits", self.empty_visits),
             ("missed_visits", 0),
+            ("empty_visits", self.empty_visits),
             ("rounds", self.rounds),
         ]
     }
@@ -1101,6 +1155,38 @@ mod tests {
             100,
             "D's finish 0 <= c: new list"
         );
+    }
+
+    /// Bytes sent by each of `flows` (weight, length, depth) after `n` dequeues, each flow
+    /// kept `depth` packets deep (a dequeued packet is replaced at once: never empty).
+    fn refilled<V: Variant>(semantics: Semantics, flows: &[(u32, u32, u64)], n: usize) -> Vec<u64> {
+        let mut s = sched::<V>(semantics);
+        let ids: Vec<_> = flows.iter().map(|&(w, _, _)| flow(&mut s, w)).collect();
+        for (&id, &(_, len, depth)) in ids.iter().zip(flows) {
+            put(&mut s, id, 0, depth, len);
+        }
+        let mut bytes = vec![0; flows.len()];
+        for _ in 0..n {
+            let (id, d) = s.dequeue().unwrap();
+            let i = ids.iter().position(|&x| x == id).unwrap();
+            bytes[i] += u64::from(d.len);
+            put(&mut s, id, 0, 1, d.len);
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_shallow_backlog_keeps_its_share() {
+        // Choice 9. A (1500 bytes, 8 deep) and B (64 bytes, 2 deep: 128 bytes of virtual
+        // time queued, less than A's 1500 of clock advance per round). B is never empty, so
+        // its virtual times stay contiguous and it catches up in every visit: equal bytes
+        // within one round's worth. Stamping B's arrivals at max(F, c) would reset it to
+        // the clock in every round: B then gets under a tenth of A's bytes.
+        for semantics in [Semantics::Start, Semantics::Finish] {
+            let b = refilled::<Basic>(semantics, &[(1, 1500, 8), (1, 64, 2)], 20_000);
+            let (a, b) = (b[0] as f64, b[1] as f64);
+            assert!((a - b).abs() / a < 0.01, "{semantics}: A {a} B {b}");
+        }
     }
 
     #[test]
