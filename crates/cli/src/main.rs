@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use pspat_harness::guarantee::{self, WfiSpec};
 use pspat_harness::{number, run as harness, BenchReport, BenchSpec, Num, Pattern};
 use pspat_sched::registry::{algorithms, Params};
 use serde::Serialize;
@@ -69,6 +70,76 @@ dummynet's single-dash long options (-alg, -qmin, -qmax, -flowsets, -flows, -len
 are rewritten to --alg, ... before parsing; -n and -d are short options."
     )]
     Sched(SchedArgs),
+    /// Service guarantees (T-WFI, B-WFI) of a flowset on the exact virtual link.
+    #[command(
+        long_about = "Service guarantees of a scheduler, measured exactly: runs a flowset \
+through a registered algorithm on a virtual constant-rate link with a transmit queue of \
+--txq packets, then measures every flow against the fluid GPS system: T-WFI (QFQ+ paper \
+eq. 1), in ns and in the flow's packet service times L/(phi R), B-WFI, and the largest delay \
+behind GPS. Prints the worst flow of each flowset.\n\n\
+Arrivals: the patterns of `bench sched` (smooth, bursty) with times. Fill phases bring \
+packets back to back at --fill-rate times the link rate until qmax are pending in the \
+scheduler; drain phases bring none until qmin are pending, or, with probability \
+--switch-on-empty, until a flow empties (QFQ+ paper section 8.3). -n packets are generated, \
+then the link drains.",
+        after_help = "Example (the QFQ+ paper's 1k-highw, one flow of weight 333 among 999 of weight 1):\n  \
+pspat bench wfi -alg qfq -n 1M -qmin 0 -qmax 30n -flowsets 333:1700:1,1:1700:999 --txq 1"
+    )]
+    Wfi(WfiArgs),
+}
+
+#[derive(Args, Debug)]
+struct WfiArgs {
+    /// Algorithm: a name or alias from `pspat algorithms`.
+    #[arg(long, value_name = "NAME", default_value = "qfq")]
+    alg: String,
+    /// Packets to generate.
+    #[arg(short = 'n', long = "packets", value_name = "N", default_value = "100K",
+          value_parser = number::parse_abs)]
+    packets: u64,
+    /// Drain down to this many pending packets (n: per flow).
+    #[arg(long, value_name = "X", default_value = "0", value_parser = number::parse)]
+    qmin: Num,
+    /// Fill up to this many pending packets (n: per flow).
+    #[arg(long, value_name = "X", default_value = "30n", value_parser = number::parse)]
+    qmax: Num,
+    /// Flowsets weight:len:flows[,...], as for `bench sched`.
+    #[arg(long, value_name = "W:LEN:FLOWS,...")]
+    flowsets: Option<String>,
+    /// Number of flows of weight 1 when no -flowsets is given.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = number::parse_abs)]
+    flows: u64,
+    /// Packet length for flowsets that leave len empty.
+    #[arg(long, value_name = "BYTES", default_value = "1000", value_parser = number::parse_u32)]
+    len: u32,
+    /// Arrival pattern.
+    #[arg(long, value_enum, default_value_t = PatternArg::Smooth)]
+    pattern: PatternArg,
+    /// Seed of the pattern's and the phase switch's random generators.
+    #[arg(long, value_name = "S", default_value = "1", value_parser = number::parse_abs)]
+    seed: u64,
+    /// Algorithm parameters key=value[,...].
+    #[arg(long, value_name = "K=V,...", default_value = "")]
+    params: Params,
+    /// Scheduler capacity in packets [default: qmax plus the largest burst].
+    #[arg(long, value_name = "PKTS", value_parser = number::parse_abs)]
+    capacity: Option<u64>,
+    /// Transmit queue in front of the wire, packets (0: the scheduler is asked when the
+    /// wire is idle; the papers' Q is (txq + 1) maximum-size packets).
+    #[arg(long, value_name = "PKTS", default_value = "0", value_parser = number::parse_abs)]
+    txq: u64,
+    /// Link rate, bit/s (e.g. 1000M, 10000M).
+    #[arg(long, value_name = "BPS", default_value = "1000M", value_parser = number::parse_abs)]
+    rate: u64,
+    /// Arrival rate of a fill phase, times the link rate (above 1; inf: all at once).
+    #[arg(long, value_name = "X", default_value = "2")]
+    fill_rate: f64,
+    /// Probability of starting a fill phase when a flow empties during a drain.
+    #[arg(long, value_name = "P", default_value = "0.5")]
+    switch_on_empty: f64,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -202,6 +273,9 @@ fn run() -> Result<()> {
         Command::Bench {
             what: Bench::Sched(args),
         } => bench_sched(args),
+        Command::Bench {
+            what: Bench::Wfi(args),
+        } => bench_wfi(args),
         Command::Algorithms { json } => list_algorithms(json),
     }
 }
@@ -232,6 +306,38 @@ fn bench_sched(a: SchedArgs) -> Result<()> {
     }
     report.check()?;
     Ok(())
+}
+
+fn bench_wfi(a: WfiArgs) -> Result<()> {
+    let spec = WfiSpec {
+        bench: BenchSpec {
+            alg: a.alg,
+            loops: 0,
+            qmin: a.qmin,
+            qmax: a.qmax,
+            flowsets: a.flowsets,
+            flows: a.flows,
+            len: a.len,
+            pattern: match a.pattern {
+                PatternArg::Smooth => Pattern::Smooth,
+                PatternArg::Bursty => Pattern::Bursty,
+            },
+            seed: a.seed,
+            params: a.params,
+            capacity: a.capacity,
+        },
+        packets: a.packets,
+        txq: a.txq,
+        rate_bps: a.rate,
+        fill_rate: a.fill_rate,
+        switch_on_empty: a.switch_on_empty,
+    };
+    let report = guarantee::run(&spec)?;
+    if a.json {
+        emit(&serde_json::to_string(&report)?)
+    } else {
+        emit(report.to_string().trim_end())
+    }
 }
 
 fn list_algorithms(json: bool) -> Result<()> {

@@ -284,3 +284,76 @@ fn bench_sched_help_documents_dummynet_options() {
         assert!(o.stdout.contains(opt), "{opt} not in help");
     }
 }
+
+#[test]
+fn bench_wfi_reports_each_flowset() {
+    let o = run(&[
+        "bench",
+        "wfi",
+        "-alg",
+        "qfq",
+        "-n",
+        "20K",
+        "-qmax",
+        "30n",
+        "-flowsets",
+        "8:1500:1,1:1500:24",
+        "-txq",
+        "1",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{}", o.stdout);
+    assert_eq!(field(lines[0], "sched"), "qfq");
+    assert_eq!(field(lines[0], "txq"), "1");
+    assert_eq!(field(lines[1], "packets"), "20000");
+    assert_eq!(field(lines[1], "drops"), "0");
+    assert!(lines[3].starts_with("8:1500:1 "), "{}", lines[3]);
+    assert!(lines[4].starts_with("1:1500:24 "), "{}", lines[4]);
+    // JSON: the heavy flow's T-WFI in its service times is the ratio of the two fields,
+    // and within QFQ's bound: phi = 1/4, 6 + Q / (4 L) with Q = 2 L.
+    let o = run(&[
+        "bench",
+        "wfi",
+        "--alg",
+        "qfq",
+        "-n",
+        "20K",
+        "--flowsets",
+        "8:1500:1,1:1500:24",
+        "--txq",
+        "1",
+        "--pattern",
+        "bursty",
+        "--fill-rate",
+        "inf",
+        "--json",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["pattern"], "bursty");
+    assert!(v["fill_rate"].is_null());
+    let heavy = &v["classes"][0];
+    let (t, st) = (
+        heavy["t_wfi_ns"].as_f64().unwrap(),
+        heavy["service_time_ns"].as_f64().unwrap(),
+    );
+    assert!((st - 1500.0 * 8.0 * 4.0).abs() < 1e-6, "{st}");
+    assert!((heavy["t_wfi_service_times"].as_f64().unwrap() - t / st).abs() < 1e-9);
+    assert!(t / st <= 6.5, "{heavy}");
+}
+
+#[test]
+fn bench_wfi_usage_errors() {
+    usage_error(&["bench", "wfi", "-alg", "none"], "--alg 'none'");
+    usage_error(
+        &["bench", "wfi", "-alg", "qfq", "--fill-rate", "0.5"],
+        "--fill-rate '0.5'",
+    );
+    usage_error(
+        &["bench", "wfi", "-alg", "qfq", "-flowsets", "1:0:1"],
+        "len '0'",
+    );
+    usage_error(&["bench", "wfi", "-txq", "2000000"], "--txq '2000000'");
+    usage_error(&["bench", "wfi", "--switch-on-empty", "-1"], "-1");
+}

@@ -44,7 +44,9 @@
 //! - [`wfi`]: the worst-case fairness index;
 //! - [`target`]: a registered scheduler or the `none` baseline;
 //! - [`run`]: the loop; [`report`]: its results;
-//! - [`slots`]: tables the loop indexes without bounds checks (and without `unsafe`).
+//! - [`slots`]: tables the loop indexes without bounds checks (and without `unsafe`);
+//! - [`guarantee`]: `pspat bench wfi`, service guarantees (T-WFI, B-WFI) of a flowset on the
+//!   exact virtual link against GPS, with timed fill/drain arrivals.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -52,6 +54,7 @@
 pub mod controller;
 pub mod error;
 pub mod flowset;
+pub mod guarantee;
 pub mod number;
 pub mod pattern;
 pub mod pool;

@@ -1,7 +1,8 @@
 //! Exact reference models, slow and obviously correct, to check the algorithms against.
 //!
 //! - [`trace`]: arrival sequences and transmission traces;
-//! - [`link`]: drives any scheduler with an arrival sequence on a constant-rate link;
+//! - [`link`]: drives any scheduler with an arrival sequence on a constant-rate link, with
+//!   or without a transmit queue;
 //! - [`gps`]: the fluid GPS system, exact and event-driven;
 //! - [`wfi`]: measured T-WFI and B-WFI of a trace, and its lag and delay against GPS;
 //! - [`model`]: per-flow FIFO queues with limits and counters, no policy: what every

@@ -26,6 +26,9 @@ pub struct TxRecord {
     pub len: u32,
     /// Arrival time, ns.
     pub arrival_ns: f64,
+    /// Time the scheduler handed it out (to the transmit queue, or to the wire when there
+    /// is none), ns.
+    pub dequeue_ns: f64,
     /// Time the link started transmitting it, ns.
     pub start_ns: f64,
     /// Time its last bit left, ns.

@@ -143,6 +143,96 @@ pub fn wf2qp_bounds_with_delta_w(
     (b_wfi, t_wfi)
 }
 
+/// What the T-WFI bounds of the QFQ family depend on, for one flow.
+///
+/// The papers assume `sum phi <= 1`; here `phi` is the flow's share of the sum of all
+/// weights (as [`FlowService::phi`]), which is the same thing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BoundInputs {
+    /// The flow's share `phi_k`.
+    pub phi: f64,
+    /// `L_k`: the flow's largest packet, bytes (the declared maximum: QFQ sizes the flow's
+    /// group from it).
+    pub max_len_i: u32,
+    /// `L`: the largest packet of any flow, bytes.
+    pub max_len_all: u32,
+    /// `Q` (`Delta W`): how far the bytes handed out by the scheduler may run ahead of the
+    /// bytes sent on the wire. On [`super::link::VirtualLink`] with a transmit queue of `q`
+    /// packets, `(q + 1) L`: the queue plus the packet on the wire, which schedulers that
+    /// charge their virtual time at dequeue count as served before it is sent.
+    pub delta_w_bytes: u64,
+    /// Link rate, bit/s.
+    pub rate_bps: f64,
+}
+
+impl BoundInputs {
+    /// Inputs for a link with a transmit queue of `txq` packets: `Q = (txq + 1) L`.
+    pub fn with_txq(phi: f64, max_len_i: u32, max_len_all: u32, txq: u64, rate_bps: f64) -> Self {
+        Self {
+            phi,
+            max_len_i,
+            max_len_all,
+            delta_w_bytes: (txq + 1) * u64::from(max_len_all),
+            rate_bps,
+        }
+    }
+
+    /// The flow's packet service time `L_k / (phi_k R)`, ns (QFQ+ paper, Definition 1).
+    pub fn service_time_ns(&self) -> f64 {
+        ns(f64::from(self.max_len_i), self.rate_bps) / self.phi
+    }
+}
+
+/// QFQ's T-WFI bound, ns: pspat-architecture.md eq. (2), `6 L_k / (phi_k R) + (L - L_k) / R`,
+/// plus the transmit-queue term `Q / R` of QFQ+ paper eq. (2) (Theorem 5 with
+/// `Delta W = Q`):
+///
+/// `T-WFI_k <= 6 L_k / (phi_k R) + (Q + L - L_k) / R`.
+///
+/// (Instantiating Theorem 5 with the timestamp errors the QFQ+ paper gives for QFQ in
+/// section 6, `Delta S^- = 2 L_k / phi_k` and `Delta S^+ = 4 L_k / phi_k`, gives `7` where
+/// the pspat paper, quoting the QFQ paper, has `6`; this is the tighter of the two.)
+pub fn qfq_t_wfi_bound(b: &BoundInputs) -> f64 {
+    let li = f64::from(b.max_len_i);
+    let l = f64::from(b.max_len_all);
+    ns(
+        6.0 * li / b.phi + b.delta_w_bytes as f64 + l - li,
+        b.rate_bps,
+    )
+}
+
+/// QFQ+'s T-WFI bound, ns, for a flow in an aggregate of `m_k` flows when aggregates hold
+/// at most `big_m` flows: QFQ+ paper eq. (3) with QFQ's timestamp errors
+/// (`Delta S^k = 6 L_k / phi_k`, section 6), which is eq. (22) before `M = min(8, Q_pkts)`
+/// is substituted:
+///
+/// `T-WFI_k <= (11 - 1/m_k) L_k / (phi_k R) + (Q + M L - m_k L_k) / R`.
+///
+/// # Panics
+///
+/// If `m_k` is 0 or above `big_m`.
+pub fn qfq_plus_t_wfi_bound(b: &BoundInputs, m_k: u32, big_m: u32) -> f64 {
+    assert!(
+        (1..=big_m).contains(&m_k),
+        "aggregate size {m_k} not in 1..={big_m}"
+    );
+    let li = f64::from(b.max_len_i);
+    let l = f64::from(b.max_len_all);
+    let m = f64::from(m_k);
+    ns(
+        (11.0 - 1.0 / m) * li / b.phi + b.delta_w_bytes as f64 + f64::from(big_m) * l - m * li,
+        b.rate_bps,
+    )
+}
+
+/// [`qfq_plus_t_wfi_bound`] for a flow whose aggregate size is not known: the largest over
+/// `m_k` in `1..=big_m`.
+pub fn qfq_plus_t_wfi_bound_any_aggregate(b: &BoundInputs, big_m: u32) -> f64 {
+    (1..=big_m)
+        .map(|m| qfq_plus_t_wfi_bound(b, m, big_m))
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
 /// Measures every flow of a run: one [`FlowService`] per entry of `weights` (flows that sent
 /// nothing get zeros). `trace` must be the complete run of `arrivals` on one link (every
 /// arrival transmitted or dropped once), as [`super::link::run_on_link`] produces.
@@ -191,7 +281,7 @@ pub fn measure(trace: &Trace, arrivals: &[Arrival], weights: &[u32]) -> Vec<Flow
             "transmission {r:?} does not match arrival {a:?}"
         );
         assert!(
-            r.start_ns >= r.arrival_ns && r.finish_ns > r.start_ns,
+            r.dequeue_ns >= r.arrival_ns && r.start_ns >= r.dequeue_ns && r.finish_ns > r.start_ns,
             "bad transmission times {r:?}"
         );
         if k > 0 {
@@ -375,6 +465,7 @@ mod tests {
                     flow: a.flow,
                     len: a.len,
                     arrival_ns: a.time_ns as f64,
+                    dequeue_ns: start,
                     start_ns: start,
                     finish_ns: t,
                 }
@@ -545,6 +636,40 @@ mod tests {
         // Delta W = 1500: B + 0.5 * 1500 = 3750 bytes, T + 1500 ns.
         let (b, t) = wf2qp_bounds_with_delta_w(0.5, 1000, 1500, 1500, R);
         assert!(close(b, 3750.0) && close(t, 6000.0), "{b} {t}");
+    }
+
+    #[test]
+    fn qfq_family_bounds_against_the_papers_numbers() {
+        // QFQ+ paper section 6, the 1k-highw example: phi = 1/4, every packet L bytes, so
+        // one packet service time is 4 L / R. At 8 Gbit/s and L = 1000 bytes: 500 ns.
+        let l = 1000;
+        let st = 4.0 * 1000.0;
+        // Transmit queue of 10 packets: Q = 11 L (Q_pkts = 10 + 1).
+        let b = BoundInputs::with_txq(0.25, l, l, 10, R);
+        assert!(close(b.service_time_ns(), st));
+        // QFQ+ with m = 1, M = min(8, 11) = 8: (39 L + Q + 8 L) / R = 58 L / R = 14.5
+        // service times (Table 2, column 10).
+        assert!(close(qfq_plus_t_wfi_bound(&b, 1, 8) / st, 14.5));
+        // Column 100: (39 + 101 + 8) / 4 = 37.
+        let b100 = BoundInputs::with_txq(0.25, l, l, 100, R);
+        assert!(close(qfq_plus_t_wfi_bound(&b100, 1, 8) / st, 37.0));
+        // QFQ, pspat eq. (2) plus Q: 6 * 4 + 11 = 35 L / R = 8.75 service times (the QFQ+
+        // paper's Table 2 has 9.7 from its coefficient 7: (28 + 11) / 4 = 9.75).
+        assert!(close(qfq_t_wfi_bound(&b) / st, 8.75));
+        // No queue: Q = L, 25 L / R.
+        let b0 = BoundInputs::with_txq(0.25, l, l, 0, R);
+        assert!(close(qfq_t_wfi_bound(&b0), 25.0 * 1000.0));
+        // Unknown aggregate: m = 2 is the worst here: (11 - 1/2) 4 + 11 + 8 - 2 = 59 L/R.
+        assert!(close(
+            qfq_plus_t_wfi_bound_any_aggregate(&b, 8) / st,
+            59.0 / 4.0
+        ));
+    }
+
+    #[test]
+    #[should_panic(expected = "aggregate size")]
+    fn an_empty_aggregate_has_no_bound() {
+        qfq_plus_t_wfi_bound(&BoundInputs::with_txq(0.5, 1, 1, 0, R), 0, 8);
     }
 
     // ---- brute-force checks of the evaluation-point arguments ----
