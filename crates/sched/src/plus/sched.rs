@@ -7,7 +7,9 @@
 //!
 //! - the front flow of its `active` list is served if its deficit covers its head packet;
 //!   otherwise it gets another quantum `L` and goes to the back (a weightless DRR with
-//!   quantum `L`, the members' maximum length; a flow joining the list gets `L`);
+//!   quantum `L`, the members' maximum length; a flow joining the list gets `L`). The test
+//!   is made right after each dequeue, on the flow just served (as Linux does), and again
+//!   in `select`, where it matters only for a packet longer than `L`;
 //! - the aggregate keeps the service while its budget covers the packet chosen; when it
 //!   does not, or when the aggregate has no backlogged flow left, SCHED+ *switches*: the
 //!   outer scheduler charges the aggregate and reschedules it if still backlogged, and
@@ -362,11 +364,19 @@ impl<O: Outer> Policy for PlusSched<O> {
     ) {
         let agg = self.aggs.get_mut(self.in_service);
         agg.budget -= i64::from(len);
-        let st = flows.st_mut(f);
-        st.deficit -= i64::from(len);
+        debug_assert_eq!(agg.active.front(), Some(f));
         if !more {
-            debug_assert_eq!(agg.active.front(), Some(f));
             agg.active.pop_front(flows);
+            return;
+        }
+        // The DRR step now, on the flow entry just touched (Linux's order): if the deficit
+        // does not cover the next packet, the visit ends. `select` then usually finds the
+        // front flow ready, without a second look at this one.
+        let (next, _, st) = flows.visit(f);
+        st.deficit -= i64::from(len);
+        if st.deficit < i64::from(next.unwrap_or(0)) {
+            st.deficit += i64::from(agg.max_len);
+            agg.active.rotate(flows);
         }
     }
 
@@ -454,7 +464,7 @@ mod tests {
         let mut live: Vec<(FlowId, VecDeque<u64>)> = Vec::new();
         let mut cookie = 0;
         let dequeue = |s: &mut Sched<PlusSched<O>, Desc>,
-                           live: &mut Vec<(FlowId, VecDeque<u64>)>| {
+                       live: &mut Vec<(FlowId, VecDeque<u64>)>| {
             let Some((id, pkt)) = s.dequeue() else {
                 assert!(live.iter().all(|(_, q)| q.is_empty()), "work conserving");
                 return;
