@@ -34,6 +34,7 @@ pub mod algorithms;
 pub mod error;
 pub mod flow;
 pub mod packet;
+pub mod plus;
 pub mod policy;
 pub mod reference;
 pub mod registry;

@@ -131,6 +131,11 @@ impl<A: Policy, P: Packet> Sched<A, P> {
         (&mut self.flows, &mut self.alg)
     }
 
+    /// The flow table (tests and diagnostics: the per-flow state of the policy).
+    pub fn flow_table(&self) -> &Flows<P, A> {
+        &self.flows
+    }
+
     /// Packets the scheduler holds at most.
     pub fn capacity(&self) -> u32 {
         self.flows.capacity()

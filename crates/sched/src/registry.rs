@@ -15,7 +15,8 @@ use std::str::FromStr;
 use crate::algorithms::prio::PrioAlgorithm;
 use crate::algorithms::scrr::{Scrr, ScrrBasic, ScrrNeia, ScrrNmia, ScrrNmne, ScrrNpm};
 use crate::algorithms::{drr::Drr, drr_sfo::DrrSfo, fifo::FifoAlgorithm, scfq::Scfq};
-use crate::algorithms::{kps::Kps, qfq::Qfq, stfq::Stfq, wf2qp::Wf2qPlus};
+use crate::algorithms::{kps::Kps, qfq::Qfq, qfq_plus::QfqPlus, stfq::Stfq};
+use crate::algorithms::{wf2qp::Wf2qPlus, wf2qpp::Wf2qPlusPlus};
 use crate::error::ConfigError;
 use crate::packet::Packet;
 use crate::policy::{Policy, Sched};
@@ -255,6 +256,8 @@ registry!(
     Scfq,
     Qfq,
     Kps,
+    QfqPlus,
+    Wf2qPlusPlus,
     Scrr,
     ScrrBasic,
     ScrrNpm,

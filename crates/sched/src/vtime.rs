@@ -145,6 +145,21 @@ impl SystemClock {
         self.rem = r;
     }
 
+    /// Account `bytes` of service at once (several packets; `bytes <= 2^31`): the same
+    /// result as one [`Self::advance`] per packet, the remainder being carried either way.
+    #[inline]
+    pub fn advance_bytes(&mut self, bytes: u64) {
+        let Some(d) = self.divisor else {
+            return;
+        };
+        debug_assert!(bytes <= 1 << 31);
+        // bytes <= 2^31 and rem < W <= 2^47, so x < 2^64: no overflow.
+        let x = (bytes << FRAC_BITS) + self.rem;
+        let (q, r) = StrengthReducedU64::div_rem(x, d);
+        self.now = self.now.plus(q);
+        self.rem = r;
+    }
+
     /// Jump forward to `t` if it is later (the `max` of WF2Q+'s clock update, eq. A.3).
     #[inline]
     pub fn catch_up(&mut self, t: VTime) {
@@ -177,6 +192,10 @@ mod tests {
         }
         // three bytes over weight 3 is exactly one byte per unit weight
         assert_eq!(c.now(), VTime::from_bytes(1));
+        let mut d = SystemClock::new();
+        d.add_weight(3);
+        d.advance_bytes(3);
+        assert_eq!(d.now(), c.now(), "one advance of the sum, the same");
         c.catch_up(VTime::from_bytes(5));
         assert_eq!(c.now(), VTime::from_bytes(5));
         c.catch_up(VTime::from_bytes(2));

@@ -248,6 +248,12 @@ impl QfqCore {
         self.clock.advance(len);
     }
 
+    /// `V += bytes / W` for several packets at once (QFQ+: once per aggregate service).
+    #[inline(always)]
+    pub fn advance_bytes(&mut self, bytes: u64) {
+        self.clock.advance_bytes(bytes);
+    }
+
     /// `V = max(V, t)`.
     #[inline(always)]
     pub fn catch_up(&mut self, t: u64) {
@@ -334,7 +340,7 @@ impl QfqCore {
     /// highest bit in which `V >> MIN_SLOT_SHIFT` changed is at least `g`. (A wrap of `V`
     /// changes the top bit: a crossing of every boundary, which it is, modulo `2^64`.)
     #[inline(always)]
-    fn make_eligible(&mut self, old_v: u64) {
+    pub fn make_eligible(&mut self, old_v: u64) {
         let flips = (self.clock.now() >> MIN_SLOT_SHIFT) ^ (old_v >> MIN_SLOT_SHIFT);
         if flips != 0 {
             let top = 63 - flips.leading_zeros();
