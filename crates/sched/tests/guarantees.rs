@@ -14,99 +14,36 @@
 //! crate's WF2Q+ exceeds them on rare patterns, as `four_packet_case_measured_by_hand`
 //! shows on the smallest one (127 ns against 120 ns, within the 200 ns of `Delta W = L`).
 
+mod common;
+
+use common::{
+    arrival, flow_spec, heavy_behind_light, largest_packet_sent, run_measured, workload, Bounds,
+    FlowSpec, Metric, Violation, RATE_BPS,
+};
 use proptest::prelude::*;
-use pspat_sched::reference::link::run_on_link;
-use pspat_sched::reference::trace::{Arrival, Trace};
-use pspat_sched::reference::wfi::{measure, wf2qp_bounds, wf2qp_bounds_with_delta_w, FlowService};
-use pspat_sched::{registry, Desc, FlowParams, Params, Scheduler};
+use pspat_sched::reference::trace::Arrival;
+use pspat_sched::reference::wfi::{wf2qp_bounds, wf2qp_bounds_with_delta_w, FlowService};
+use pspat_sched::Params;
 
-const RATE_BPS: f64 = 1e9;
-
-/// A flow of the generated workload.
-#[derive(Clone, Copy, Debug)]
-struct FlowSpec {
-    weight: u32,
-    max_len: u32,
-}
-
-/// Runs `arrivals` through the algorithm `alg` with one flow per spec.
-fn run(alg: &str, flows: &[FlowSpec], arrivals: &[Arrival]) -> (Trace, Vec<FlowService>) {
-    let mut s = registry::build::<Desc>(alg, &Params::new(), 1024).unwrap();
-    let ids: Vec<_> = flows
-        .iter()
-        .map(|f| {
-            s.add_flow(
-                FlowParams::weighted(f.weight)
-                    .with_max_len(f.max_len)
-                    .with_limit_pkts(1024),
-            )
-            .unwrap()
-        })
-        .collect();
-    let trace = run_on_link(&mut s, &ids, arrivals, RATE_BPS);
-    assert!(s.is_empty());
-    let weights: Vec<u32> = flows.iter().map(|f| f.weight).collect();
-    let m = measure(&trace, arrivals, &weights);
-    (trace, m)
-}
-
-/// Flows with their violations of the WF2Q+ bounds for a work-function gap of
-/// `delta_w_packets` maximum-size packets: `(flow, what, measured, bound)`. `L_i` and `L`
-/// are the largest packets actually sent (the scheduler never looks at the declared
-/// maximum, so the theorems hold with the observed one, a tighter test). The only slack is
-/// 1e-6 relative, for floating point.
-fn violations(m: &[FlowService], delta_w_packets: u64) -> Vec<(usize, &'static str, f64, f64)> {
-    let max_all = m.iter().map(|f| f.max_len).max().unwrap_or(0);
+/// Violations of the WF2Q+ bounds for a work-function gap of `delta_w_packets`
+/// maximum-size packets. `L_i` and `L` are the largest packets actually sent (the
+/// scheduler never looks at the declared maximum, so the theorems hold with the observed
+/// one, a tighter test). The only slack is 1e-6 relative, for floating point.
+fn violations(m: &[FlowService], delta_w_packets: u64) -> Vec<Violation> {
+    let max_all = largest_packet_sent(m);
     let dw = delta_w_packets * u64::from(max_all);
-    let mut out = Vec::new();
-    for (i, f) in m.iter().enumerate().filter(|(_, f)| f.packets > 0) {
-        let (b_bound, t_bound) = wf2qp_bounds_with_delta_w(f.phi, f.max_len, max_all, dw, RATE_BPS);
-        if f.b_wfi_bytes > b_bound + 1e-6 * b_bound {
-            out.push((i, "B-WFI bytes", f.b_wfi_bytes, b_bound));
-        }
-        if f.t_wfi_ns > t_bound + 1e-6 * t_bound {
-            out.push((i, "T-WFI ns", f.t_wfi_ns, t_bound));
-        }
-    }
-    out
-}
-
-/// 2..12 flows with weights 1..=20 and largest packets 64..=1500 bytes.
-fn flows() -> impl Strategy<Value = Vec<FlowSpec>> {
-    prop::collection::vec(
-        (1u32..=20, 64u32..=1500).prop_map(|(weight, max_len)| FlowSpec { weight, max_len }),
-        2..12,
-    )
-}
-
-/// 50..400 arrivals in bursts (gap 0) and gaps up to ~2.5 maximum-size packet times, on
-/// any flow, with lengths 1..=max_len of the flow, often exactly max_len.
-fn workload() -> impl Strategy<Value = (Vec<FlowSpec>, Vec<Arrival>)> {
-    flows().prop_flat_map(|flows| {
-        let step = (
-            prop_oneof![3 => Just(0u64), 1 => 1u64..30_000],
-            any::<prop::sample::Index>(),
-            prop_oneof![1 => Just(None), 2 => any::<u32>().prop_map(Some)],
-        );
-        (Just(flows), prop::collection::vec(step, 50..400)).prop_map(|(flows, steps)| {
-            let mut t = 0;
-            let arrivals = steps
-                .into_iter()
-                .map(|(gap, who, len)| {
-                    t += gap;
-                    let flow = who.index(flows.len());
-                    let max = flows[flow].max_len;
-                    let len = len.map_or(max, |x| 1 + x % max);
-                    Arrival {
-                        time_ns: t,
-                        flow,
-                        len,
-                    }
-                })
-                .collect();
-            (flows, arrivals)
-        })
+    common::violations(m, 1e-6, |_, f| {
+        let (b, t) = wf2qp_bounds_with_delta_w(f.phi, f.max_len, max_all, dw, RATE_BPS);
+        Bounds::both(b, t)
     })
+}
+
+/// 2..12 flows with weights 1..=20 and largest packets 64..=1500 bytes; 50..400 arrivals
+/// in bursts (gap 0) and gaps up to ~2.5 maximum-size packet times, on any flow, with
+/// lengths 1..=max_len of the flow, often exactly max_len ([`common::workload`]).
+fn random_workload() -> impl Strategy<Value = (Vec<FlowSpec>, Vec<Arrival>)> {
+    let flows = prop::collection::vec(flow_spec(1u32..=20, 64u32..=1500), 2..12);
+    workload(flows, Just(1))
 }
 
 proptest! {
@@ -114,12 +51,11 @@ proptest! {
 
     /// Theorems 4 and 5 with the packet on the wire counted as served (`Delta W = L`).
     #[test]
-    fn wf2qp_meets_its_b_wfi_and_t_wfi_bounds((flows, arrivals) in workload()) {
-        let (trace, m) = run("wf2q+", &flows, &arrivals);
-        prop_assert!(trace.drops.is_empty());
-        prop_assert_eq!(trace.tx.len(), arrivals.len());
+    fn wf2qp_meets_its_b_wfi_and_t_wfi_bounds((flows, arrivals) in random_workload()) {
+        // `run_measured` checks that every packet is sent, none dropped.
+        let (_, m) = run_measured("wf2q+", &Params::new(), &flows, &arrivals, 0);
         let v = violations(&m, 1);
-        prop_assert!(v.is_empty(), "violations (flow, metric, measured, bound): {:?}", v);
+        prop_assert!(v.is_empty(), "violations: {:?}", v);
     }
 }
 
@@ -127,17 +63,15 @@ proptest! {
 /// on the wire over [0, 80]; at t = 1 flow 1 gets two 1-byte packets and flow 0 one of
 /// 10 bytes.
 fn four_packets() -> (Vec<FlowSpec>, Vec<Arrival>) {
-    let flows = vec![
-        FlowSpec {
-            weight: 1,
-            max_len: 1500
-        };
-        3
-    ];
-    let a = |time_ns, flow, len| Arrival { time_ns, flow, len };
+    let flows = vec![FlowSpec::new(1, 1500); 3];
     (
         flows,
-        vec![a(0, 2, 10), a(1, 1, 1), a(1, 1, 1), a(1, 0, 10)],
+        vec![
+            arrival(0, 2, 10),
+            arrival(1, 1, 1),
+            arrival(1, 1, 1),
+            arrival(1, 0, 10),
+        ],
     )
 }
 
@@ -153,7 +87,7 @@ fn four_packet_case_measured_by_hand() {
     // Delta W = L = 10 bytes: 200 ns. (Had V followed the bits sent, V(1) = 1/24, S = 1/24,
     // flow 1's packets would leave at 88 and 96: T-WFI 63 ns.)
     let (flows, arrivals) = four_packets();
-    let (trace, m) = run("wf2q+", &flows, &arrivals);
+    let (trace, m) = run_measured("wf2q+", &Params::new(), &flows, &arrivals, 0);
     let order: Vec<_> = trace.tx.iter().map(|r| (r.seq, r.finish_ns)).collect();
     assert_eq!(order, [(0, 80.0), (1, 88.0), (3, 168.0), (2, 176.0)]);
     assert!((m[1].t_wfi_ns - 127.0).abs() < 1e-9, "{:?}", m[1]);
@@ -169,38 +103,7 @@ fn four_packet_case_measured_by_hand() {
     // and must update the documented contract of wf2qp.rs.
     let over = violations(&m, 0);
     assert_eq!(over.len(), 1, "{over:?}");
-    assert_eq!((over[0].0, over[0].1), (1, "T-WFI ns"));
-}
-
-/// Ten flows, flow 0 of weight 10 and nine of weight 1, all backlogged from t = 0 with
-/// 1500-byte packets; the light flows' packets are enqueued first.
-fn heavy_and_nine_light() -> (Vec<FlowSpec>, Vec<Arrival>) {
-    let mut flows = vec![FlowSpec {
-        weight: 10,
-        max_len: 1500,
-    }];
-    flows.extend((0..9).map(|_| FlowSpec {
-        weight: 1,
-        max_len: 1500,
-    }));
-    let mut arrivals = Vec::new();
-    for _round in 0..4 {
-        for flow in 1..10 {
-            arrivals.push(Arrival {
-                time_ns: 0,
-                flow,
-                len: 1500,
-            });
-        }
-    }
-    for _ in 0..40 {
-        arrivals.push(Arrival {
-            time_ns: 0,
-            flow: 0,
-            len: 1500,
-        });
-    }
-    (flows, arrivals)
+    assert_eq!((over[0].flow, over[0].metric), (1, Metric::TWfiNs));
 }
 
 #[test]
@@ -213,8 +116,10 @@ fn drr_exceeds_the_wf2qp_t_wfi_bound_and_the_meter_sees_it() {
     // t = 0, ideal 1.9 * 12 = 22.8 us) completes at 10 * 12 = 120 us: T-WFI 97.2 us, more
     // than twice the bound. The following packets of the burst catch up (each 12 us apart
     // against 22.8 us of ideal time), then wait a round again.
-    let (flows, arrivals) = heavy_and_nine_light();
-    let (_, drr) = run("drr", &flows, &arrivals);
+    // Ten flows, flow 0 of weight 10 and nine of weight 1, all backlogged from t = 0 with
+    // 1500-byte packets; four rounds of the light flows' packets are enqueued first.
+    let (flows, arrivals) = heavy_behind_light(10, 9, 4, 40);
+    let (_, drr) = run_measured("drr", &Params::new(), &flows, &arrivals, 0);
     let heavy = drr[0];
     let (_, t_bound) = wf2qp_bounds(heavy.phi, 1500, 1500, RATE_BPS);
     assert!((t_bound - 45_600.0).abs() < 1e-6, "{t_bound}");
@@ -227,10 +132,10 @@ fn drr_exceeds_the_wf2qp_t_wfi_bound_and_the_meter_sees_it() {
     // It exceeds the looser Delta W = L bound too (45.6 + 12 = 57.6 us).
     assert!(violations(&drr, 1)
         .iter()
-        .any(|v| v.0 == 0 && v.1 == "T-WFI ns"));
+        .any(|v| v.flow == 0 && v.metric == Metric::TWfiNs));
 
     // WF2Q+ on the same arrivals stays within even the Delta W = 0 bounds.
-    let (_, wf2q) = run("wf2q+", &flows, &arrivals);
+    let (_, wf2q) = run_measured("wf2q+", &Params::new(), &flows, &arrivals, 0);
     assert!(
         violations(&wf2q, 0).is_empty(),
         "{:?}",

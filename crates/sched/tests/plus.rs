@@ -25,39 +25,17 @@
 //! key `(w, L)` is in the `(j / M)`-th aggregate of that key (the table fills an aggregate
 //! before making the next, `plus/aggregates.rs`).
 
+mod common;
+
+use common::{arrival, run_measured, workload, Bounds, FlowSpec, Violation, RATE_BPS};
 use proptest::prelude::*;
-use pspat_sched::reference::link::run_on_link;
-use pspat_sched::reference::trace::{Arrival, Trace};
-use pspat_sched::reference::wfi::{measure, FlowService};
-use pspat_sched::{registry, Desc, FlowParams, Params, Scheduler};
+use pspat_sched::reference::trace::Arrival;
+use pspat_sched::reference::wfi::FlowService;
+use pspat_sched::Params;
 
-const RATE_BPS: f64 = 1e9;
-
-#[derive(Clone, Copy, Debug)]
-struct FlowSpec {
-    weight: u32,
-    max_len: u32,
-}
-
-fn run(alg: &str, m: u32, flows: &[FlowSpec], arrivals: &[Arrival]) -> (Trace, Vec<FlowService>) {
-    let params = Params::new().set("m", m);
-    let mut s = registry::build::<Desc>(alg, &params, 4096).unwrap();
-    let ids: Vec<_> = flows
-        .iter()
-        .map(|f| {
-            s.add_flow(
-                FlowParams::weighted(f.weight)
-                    .with_max_len(f.max_len)
-                    .with_limit_pkts(1024),
-            )
-            .unwrap()
-        })
-        .collect();
-    let trace = run_on_link(&mut s, &ids, arrivals, RATE_BPS);
-    assert!(s.is_empty());
-    let weights: Vec<u32> = flows.iter().map(|f| f.weight).collect();
-    let m = measure(&trace, arrivals, &weights);
-    (trace, m)
+/// The parameters with `m` flows at most per aggregate.
+fn with_m(m: u32) -> Params {
+    Params::new().set("m", m)
 }
 
 /// `m^k` of every flow: the size of its aggregate.
@@ -102,14 +80,9 @@ fn bounds(flows: &[FlowSpec], m: u32, delta_s_factor: f64) -> Vec<f64> {
         .collect()
 }
 
-/// `(flow, measured ns, bound ns)` for every flow over its bound.
-fn violations(m: &[FlowService], bounds: &[f64]) -> Vec<(usize, f64, f64)> {
-    m.iter()
-        .zip(bounds)
-        .enumerate()
-        .filter(|(_, (f, &b))| f.packets > 0 && f.t_wfi_ns > b + 1e-6 * b)
-        .map(|(i, (f, &b))| (i, f.t_wfi_ns, b))
-        .collect()
+/// Every flow over its T-WFI bound (1e-6 relative slack for floating point only).
+fn violations(m: &[FlowService], bounds: &[f64]) -> Vec<Violation> {
+    common::violations(m, 1e-6, |i, _| Bounds::t_wfi(bounds[i]))
 }
 
 /// 1..5 keys (weight 1..=20, maximum length 64..=1500), 1..10 flows each: aggregates of
@@ -124,35 +97,11 @@ fn flows() -> impl Strategy<Value = Vec<FlowSpec>> {
     })
 }
 
-/// 50..400 arrivals in bursts (gap 0) and gaps up to ~2.5 maximum-size packet times, on
-/// any flow, lengths 1..=max_len, often exactly max_len (as in `tests/guarantees.rs`).
-fn workload() -> impl Strategy<Value = (Vec<FlowSpec>, Vec<Arrival>, u32)> {
-    (flows(), 1u32..=8).prop_flat_map(|(flows, m)| {
-        let step = (
-            prop_oneof![3 => Just(0u64), 1 => 1u64..30_000],
-            any::<prop::sample::Index>(),
-            prop_oneof![1 => Just(None), 2 => any::<u32>().prop_map(Some)],
-        );
-        (Just(flows), prop::collection::vec(step, 50..400), Just(m)).prop_map(
-            |(flows, steps, m)| {
-                let mut t = 0;
-                let arrivals = steps
-                    .into_iter()
-                    .map(|(gap, who, len)| {
-                        t += gap;
-                        let flow = who.index(flows.len());
-                        let max = flows[flow].max_len;
-                        Arrival {
-                            time_ns: t,
-                            flow,
-                            len: len.map_or(max, |x| 1 + x % max),
-                        }
-                    })
-                    .collect();
-                (flows, arrivals, m)
-            },
-        )
-    })
+/// [`flows`], 50..400 arrivals in bursts (gap 0) and gaps up to ~2.5 maximum-size packet
+/// times, on any flow, lengths 1..=max_len, often exactly max_len (as in
+/// `tests/guarantees.rs`, [`common::workload`]), and the parameter `m`, 1..=8.
+fn random_workload() -> impl Strategy<Value = ((Vec<FlowSpec>, Vec<Arrival>), u32)> {
+    (workload(flows(), Just(1)), 1u32..=8)
 }
 
 proptest! {
@@ -160,27 +109,25 @@ proptest! {
 
     /// QFQ+ within eq. (22) with `Q = L`.
     #[test]
-    fn qfq_plus_meets_eq_22((flows, arrivals, m) in workload()) {
-        let (trace, meas) = run("qfq+", m, &flows, &arrivals);
-        prop_assert!(trace.drops.is_empty());
-        prop_assert_eq!(trace.tx.len(), arrivals.len());
+    fn qfq_plus_meets_eq_22(((flows, arrivals), m) in random_workload()) {
+        // `run_measured` checks that every packet is sent, none dropped.
+        let (_, meas) = run_measured("qfq+", &with_m(m), &flows, &arrivals, 0);
         let v = violations(&meas, &bounds(&flows, m, 6.0));
-        prop_assert!(v.is_empty(), "m = {}, (flow, T-WFI ns, bound ns): {:?}", m, v);
+        prop_assert!(v.is_empty(), "m = {}, violations: {:?}", m, v);
     }
 
     /// WF2Q++ within Theorem 1 with WF2Q+'s `Delta S^k` and `Q = L`.
     #[test]
-    fn wf2q_plus_plus_meets_theorem_1((flows, arrivals, m) in workload()) {
-        let (trace, meas) = run("wf2q++", m, &flows, &arrivals);
-        prop_assert_eq!(trace.tx.len(), arrivals.len());
+    fn wf2q_plus_plus_meets_theorem_1(((flows, arrivals), m) in random_workload()) {
+        let (_, meas) = run_measured("wf2q++", &with_m(m), &flows, &arrivals, 0);
         let v = violations(&meas, &bounds(&flows, m, 1.0));
-        prop_assert!(v.is_empty(), "m = {}, (flow, T-WFI ns, bound ns): {:?}", m, v);
+        prop_assert!(v.is_empty(), "m = {}, violations: {:?}", m, v);
     }
 }
 
 #[test]
 fn aggregate_sizes_follow_the_fill_order() {
-    let f = |weight, max_len| FlowSpec { weight, max_len };
+    let f = FlowSpec::new;
     // key A x5, key B x2, interleaved; M = 2: A's aggregates of 2, 2, 1; B's of 2
     let flows = [
         f(1, 100),
@@ -198,29 +145,10 @@ fn aggregate_sizes_follow_the_fill_order() {
 /// Eight flows of weight 1 and one of weight 1000, all 1500-byte packets: the heavy flow's
 /// packet arrives just after the light flows' aggregate (M = 8) went into service.
 fn heavy_behind_one_aggregate() -> (Vec<FlowSpec>, Vec<Arrival>) {
-    let mut flows = vec![
-        FlowSpec {
-            weight: 1,
-            max_len: 1500
-        };
-        8
-    ];
-    flows.push(FlowSpec {
-        weight: 1000,
-        max_len: 1500,
-    });
-    let mut arrivals: Vec<Arrival> = (0..8)
-        .map(|flow| Arrival {
-            time_ns: 0,
-            flow,
-            len: 1500,
-        })
-        .collect();
-    arrivals.push(Arrival {
-        time_ns: 1,
-        flow: 8,
-        len: 1500,
-    });
+    let mut flows = vec![FlowSpec::new(1, 1500); 8];
+    flows.push(FlowSpec::new(1000, 1500));
+    let mut arrivals: Vec<Arrival> = (0..8).map(|flow| arrival(0, flow, 1500)).collect();
+    arrivals.push(arrival(1, 8, 1500));
     (flows, arrivals)
 }
 
@@ -236,7 +164,7 @@ fn a_whole_budget_delays_the_heavy_flow_as_the_m_l_term_allows() {
     // 1500 x 8 = 84576 ns: exceeded, the price of M; per-flow QFQ itself serves the heavy
     // packet second (its group finishes first): completion 24 us, T-WFI 11903 ns.
     let (flows, arrivals) = heavy_behind_one_aggregate();
-    let (trace, meas) = run("qfq+", 8, &flows, &arrivals);
+    let (trace, meas) = run_measured("qfq+", &with_m(8), &flows, &arrivals, 0);
     assert_eq!(trace.tx.last().unwrap().flow, 8, "the heavy flow goes last");
     assert!((meas[8].t_wfi_ns - 95_903.0).abs() < 1e-6, "{:?}", meas[8]);
     let b = bounds(&flows, 8, 6.0);
@@ -244,21 +172,6 @@ fn a_whole_budget_delays_the_heavy_flow_as_the_m_l_term_allows() {
     assert!(violations(&meas, &b).is_empty());
     assert!(meas[8].t_wfi_ns > 84_576.0);
 
-    let (_, qfq) = run_qfq(&flows, &arrivals);
+    let (_, qfq) = run_measured("qfq", &Params::new(), &flows, &arrivals, 0);
     assert!((qfq[8].t_wfi_ns - 11_903.0).abs() < 1e-6, "{:?}", qfq[8]);
-}
-
-fn run_qfq(flows: &[FlowSpec], arrivals: &[Arrival]) -> (Trace, Vec<FlowService>) {
-    let mut s = registry::build::<Desc>("qfq", &Params::new(), 4096).unwrap();
-    let ids: Vec<_> = flows
-        .iter()
-        .map(|f| {
-            s.add_flow(FlowParams::weighted(f.weight).with_max_len(f.max_len))
-                .unwrap()
-        })
-        .collect();
-    let trace = run_on_link(&mut s, &ids, arrivals, RATE_BPS);
-    let weights: Vec<u32> = flows.iter().map(|f| f.weight).collect();
-    let m = measure(&trace, arrivals, &weights);
-    (trace, m)
 }
