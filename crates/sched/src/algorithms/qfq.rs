@@ -19,8 +19,13 @@
 //! being the rounded start of the earliest non-empty slot. The group's own timestamps are
 //! `grp.S` and `grp.F = grp.S + 2 sigma_g`, an upper bound of the finish time of every flow
 //! in its front slot (`F <= S + sigma_g < grp.S + 2 sigma_g`). A slot is a singly linked
-//! list through the flows' `next` fields (LIFO: order within a slot is free, the
-//! timestamps being equal once rounded); `full` has bit `i` set when slot `i` is not empty
+//! list through the flows' `next` fields with a head and a tail index, first in first out.
+//! Order within a slot is free (the timestamps are equal once rounded); Linux and dummynet
+//! push at the head (LIFO), which with thousands of flows in a slot serves them in the
+//! reverse of their arrival order, against the order of their flow entries and packets in
+//! memory (QFQ+ on 32k flows ran 4 to 40% slower so, docs/PERFORMANCE.md), and makes the
+//! entity requeued first in a slot wait for all the others. FIFO serves them in arrival
+//! order, for one more store per insertion (the old tail's `next`). `full` has bit `i` set when slot `i` is not empty
 //! and, between operations, bit 0 set whenever the group is (the front slot is slot 0).
 //! There are `SLOTS = 64` slots (QFQ's analysis needs a handful; the rest absorbs the
 //! corner cases below).
@@ -180,6 +185,8 @@ struct Group {
     front: u32,
     /// First entity of each slot (`NIL`: empty), indexed modulo [`SLOTS`].
     heads: [u32; SLOTS as usize],
+    /// Last entity of each slot (meaningful only when the slot is not empty).
+    tails: [u32; SLOTS as usize],
 }
 
 impl Default for Group {
@@ -190,6 +197,7 @@ impl Default for Group {
             full: 0,
             front: 0,
             heads: [NIL; SLOTS as usize],
+            tails: [NIL; SLOTS as usize],
         }
     }
 }
@@ -442,7 +450,8 @@ impl QfqCore {
         self.insert(store, g, e, rs);
     }
 
-    /// Links `e`, whose rounded start is `rs >= grp.s`, into its slot of group `g`.
+    /// Links `e`, whose rounded start is `rs >= grp.s`, at the tail of its slot of group
+    /// `g`.
     #[inline(always)]
     fn insert<E: Entities>(&mut self, store: &mut E, g: usize, e: u32, rs: u64) {
         let shift = shift_of(g as u8);
@@ -458,8 +467,13 @@ impl QfqCore {
             self.slot_caps += 1;
         }
         let i = ((u64::from(grp.front) + slot) & u64::from(SLOTS - 1)) as usize;
-        store.ent(e).next = grp.heads[i];
-        grp.heads[i] = e;
+        store.ent(e).next = NIL;
+        if grp.heads[i] == NIL {
+            grp.heads[i] = e;
+        } else {
+            store.ent(grp.tails[i]).next = e;
+        }
+        grp.tails[i] = e;
         grp.full |= 1u64 << slot;
     }
 
@@ -573,6 +587,9 @@ impl QfqCore {
                 let next = store.ent(prev).next;
                 if next == e {
                     store.ent(prev).next = ent.next;
+                    if grp.tails[i] == e {
+                        grp.tails[i] = prev;
+                    }
                     break;
                 }
                 prev = next;
@@ -814,11 +831,11 @@ mod tests {
         // Two weight-1 flows, 1024-byte packets: L/w = 1024 = 2^10 bytes, group 26, slot
         // size exactly one packet. W = 2, so V advances 512 B/w per packet.
         //
-        // Both start at V = 0: a (enqueued first) and b share slot 0 (b on top: LIFO).
-        // b is served: S_b = 1024 -> slot 1, the front stays (a still there). V = 512.
-        // a is served: S_a = 1024, slot 1; slot 0 empty, the group's S becomes 1024 > V =
-        // 1024? V = 1024 after two packets: eligible. Slot 1 holds a on top of b: a next.
-        // Then b, then the pattern repeats: b a a b b a a b ...
+        // Both start at V = 0 (b's old F = 0 is not after V): a (enqueued first) and b
+        // share slot 0, a ahead of b (FIFO). a is served: V = 512, S_a = 1024 -> slot 1,
+        // the front stays (b still there). b is served: V = 1024, S_b = 1024 -> slot 1
+        // behind a; slot 0 is empty, the group's S becomes 1024 <= V: eligible, and slot 1
+        // holds a then b. The pattern repeats: a b a b ...
         let mut s = sched();
         let a = s
             .add_flow(FlowParams::default().with_max_len(1024))
@@ -835,7 +852,7 @@ mod tests {
         let who: String = std::iter::from_fn(|| s.dequeue())
             .map(|(f, _)| if f == a { 'a' } else { 'b' })
             .collect();
-        assert_eq!(who, "baabbaab");
+        assert_eq!(who, "abababab");
     }
 
     #[test]
@@ -943,6 +960,35 @@ mod tests {
         assert_eq!(core.sets, [1 << 25, 0, 0, 0]);
         assert_eq!(store[1].f, store[1].s, "F = S: the head was not served");
         assert_eq!(core.first(), Some(2));
+    }
+
+    #[test]
+    fn a_slot_is_first_in_first_out_also_after_removing_its_tail() {
+        // Four entities of group 0 with equal starts, S = 0: one slot. a, b, c go in in
+        // that order; c, the tail, is removed on the control path; d goes in after. FIFO
+        // order is a, b, d: d must follow b (the new tail), not the removed c.
+        let mut core = QfqCore::new();
+        core.add_weight(4);
+        let sigma = 1u64 << MIN_SLOT_SHIFT;
+        let e = QfqEnt {
+            s: 0,
+            f: sigma,
+            next: NIL,
+            grp: 0,
+        };
+        let mut store = vec![e; 4];
+        for x in 0..3 {
+            core.schedule(&mut store, x, true);
+        }
+        core.remove(&mut store, 2, true);
+        core.schedule(&mut store, 3, true);
+        let mut order = Vec::new();
+        while let Some(x) = core.first() {
+            core.take_first(&mut store, x);
+            order.push(x);
+        }
+        assert_eq!(order, [0, 1, 3]);
+        assert!(core.is_empty());
     }
 
     #[test]

@@ -215,9 +215,10 @@ mod tests {
         // 1024 B/w, exactly one slot of the group, and each service costs 2 x 1024 / 2 =
         // 1024 B/w. A = {f0, f1} becomes backlogged first and goes into service; it
         // sends its budget, one packet per flow (DRR, quantum 1024), before QFQ picks.
-        // Then as in qfq.rs's `equal_flows_alternate_by_slot`: B (S = 0, slot 0) goes
-        // before A (S = 1024, slot 1); B's next service starts at 1024 too, and equal
-        // rounded starts share a slot, last in first out: B, B, A, A, B.
+        // A is requeued with S = 1024 (slot 1), behind B (S = 0, slot 0): B goes next and
+        // is requeued with S = 1024 too, in slot 1 behind A (slots are FIFO). Slot 1 is
+        // the front now: A, then B, each requeued one slot further in the same order: A,
+        // B, A, B, A, B.
         let mut s = sched(2);
         let f: Vec<_> = (0..4)
             .map(|_| {
@@ -233,7 +234,7 @@ mod tests {
         let out: Vec<u64> = std::iter::from_fn(|| s.dequeue())
             .map(|(_, p)| p.cookie)
             .collect();
-        assert_eq!(out, [0, 10, 20, 30, 21, 31, 1, 11, 2, 12, 22, 32]);
+        assert_eq!(out, [0, 10, 20, 30, 1, 11, 21, 31, 2, 12, 22, 32]);
         let c = s.stats().algorithm;
         assert!(c.contains(&("services", 6)), "{c:?}");
     }
