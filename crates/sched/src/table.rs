@@ -3,7 +3,7 @@
 //! Like dummynet's scheduler framework (`dn_sched.h`), the table owns the flows, their FIFO
 //! queues, the limits and the counters, and the algorithm ([`crate::Policy`]) only decides
 //! the order of service. It also carries the algorithm's per-flow state `S` (dummynet's
-//! `q_datalen`) next to each queue, so one cache line serves both.
+//! `q_datalen`) next to each queue, so that one look-up serves both.
 //!
 //! # Packet storage
 //!
@@ -19,30 +19,53 @@
 //! work the same, through [`FlowTable::count_in`] and [`FlowTable::count_out`], and no
 //! per-flow ring is allocated.
 //!
+//! # Layout
+//!
+//! A flow is split in two. The hot part ([`FlowEntry`], `repr(C)`) holds exactly what an
+//! enqueue and a dequeue touch, in its first 64 bytes: the ring, its read position, the
+//! backlog, the handle, the packet-size and packet-count limits, the weight, the room left
+//! under the byte limit and the bytes sent; the algorithm's state `S` follows it. The cold
+//! part (byte limit as configured, priority, drop counters) lives in a parallel array and
+//! is read only by control operations, drops and strict-priority policies. (Before
+//! 2026-11-22 the entry was 80 bytes plus `S`, and an admission read its second cache
+//! line; see docs/PERFORMANCE.md, "Flow table cost".)
+//!
 //! # Counters
 //!
-//! The ring positions are free-running counters: `tail` counts the packets ever queued on
-//! the flow, `head` those ever sent, and the backlog is their difference. Bytes are counted
-//! the same way. The table itself counts only the packets queued over all flows (its
-//! capacity check) and what removed flows had sent; the totals of `tc -s` are sums over the
-//! flows, computed when asked. So an enqueue updates three counters and a dequeue three.
+//! `head` counts the packets ever sent by the flow (it is also the ring's read position)
+//! and `queued` its backlog, so the write position is `head + queued`. Bytes are counted as
+//! the bytes sent and the *room* left under the byte limit (`limit - backlog`, signed: a
+//! lowered limit may leave it negative), so that admission is one compare, `len <= room`,
+//! and the byte backlog is `limit - room`. The table itself counts only the packets queued
+//! over all flows (its capacity check) and what removed flows had sent; the totals of
+//! `tc -s` are sums over the flows, computed when asked. An enqueue updates three counters
+//! (`queued`, `room`, the table's count) and a dequeue five (the same and `head`,
+//! `sent_bytes`), all in the flow's first cache line or the table's.
+//!
+//! # Handles
+//!
+//! Each entry stores its own [`FlowId`] (index and generation), so resolving a handle is
+//! one equality test against the entry its masked index selects: a handle whose index is
+//! out of range selects some other entry, whose stored index differs.
 //!
 //! # Indexing
 //!
 //! The flow array and every ring have power-of-two lengths and are indexed through a mask:
 //! for the indices the table hands out the mask changes nothing, and it proves to the
 //! compiler that the index is in bounds, so the data path carries no bounds checks and no
-//! `unsafe`. Handles from callers ([`FlowId`]) are range-checked once, in
-//! [`FlowTable::resolve`].
+//! `unsafe`.
 //!
 //! # Invariants
 //!
-//! - For every flow, the ring entries at positions `head..tail` (mod its length) hold its
-//!   queued packets, oldest first, and every other entry is `None`; `tail - head` never
-//!   exceeds `limit_pkts` at the time of the enqueue, nor the ring length.
-//! - `queued` is the sum of the flows' backlogs and never exceeds the capacity.
-//! - A flow entry is live exactly when its generation is odd; entries never handed out have
-//!   generation 0, so no [`FlowId`] (always odd) matches them.
+//! - For every flow, the ring entries at positions `head..head + queued` (mod its length)
+//!   hold its queued packets, oldest first, and every other entry is `None`; `queued` never
+//!   exceeds `limit_pkts` at the time of an enqueue, nor the ring length.
+//! - `room_bytes == min(limit_bytes, i64::MAX) - backlog bytes` (the backlog is below
+//!   2^31 packets of at most 2^20 bytes, so it never overflows).
+//! - The table's `queued` is the sum of the flows' backlogs and never exceeds the capacity.
+//! - A flow entry is live exactly when its generation is odd, and then its stored handle's
+//!   index is its own; entries never handed out have generation 0, so no [`FlowId`]
+//!   (always odd) matches them.
 
 use crate::error::FlowError;
 use crate::flow::{FlowId, FlowParams};
@@ -64,62 +87,72 @@ fn new_ring<P, G>(limit_pkts: u32) -> Ring<P, G> {
         .collect()
 }
 
-/// One flow. `repr(C)` keeps the fields every enqueue and dequeue touches in the first 64
-/// bytes, in this order; the algorithm's state follows.
+/// The byte limit as the room counter sees it (`u64::MAX`, no limit, stays far above any
+/// backlog).
+fn room_limit(limit_bytes: u64) -> i64 {
+    i64::try_from(limit_bytes).unwrap_or(i64::MAX)
+}
+
+/// The hot part of one flow: exactly 64 bytes before the algorithm's state (checked by a
+/// test), in the order an enqueue reads them.
 #[repr(C)]
 struct FlowEntry<P, S, G> {
-    /// Packets ever sent (or purged): the ring's read position.
-    head: u64,
-    /// Packets ever queued: the ring's write position.
-    tail: u64,
     ring: Ring<P, G>,
-    /// Odd while the flow exists; bumped on creation and on removal.
-    gen: u32,
+    /// Packets ever sent: the ring's read position.
+    head: u64,
+    /// The flow's handle; its generation is odd while the flow exists, bumped on creation
+    /// and on removal.
+    id: FlowId,
+    /// Packets queued.
+    queued: u32,
     max_len: u32,
     limit_pkts: u32,
     weight: u32,
-    enq_bytes: u64,
+    /// Bytes that may still join: `min(limit_bytes, i64::MAX)` minus the bytes queued.
+    room_bytes: i64,
+    /// Bytes ever sent.
     sent_bytes: u64,
-    limit_bytes: u64,
-    priority: u8,
     st: S,
 }
 
+/// The cold part of one flow.
+#[derive(Clone, Copy, Default)]
+struct FlowCold {
+    limit_bytes: u64,
+    priority: u8,
+    drops: DropCounts,
+}
+
 impl<P, S: Default, G> FlowEntry<P, S, G> {
-    fn new(gen: u32, p: FlowParams, ring: Ring<P, G>) -> Self {
+    fn new(id: FlowId, p: &FlowParams, ring: Ring<P, G>) -> Self {
         Self {
-            head: 0,
-            tail: 0,
             ring,
-            gen,
+            head: 0,
+            id,
+            queued: 0,
             max_len: p.max_len,
             limit_pkts: p.limit_pkts,
             weight: p.weight,
-            enq_bytes: 0,
+            room_bytes: room_limit(p.limit_bytes),
             sent_bytes: 0,
-            limit_bytes: p.limit_bytes,
-            priority: p.priority,
             st: S::default(),
         }
     }
 
-    fn params(&self) -> FlowParams {
-        FlowParams {
-            weight: self.weight,
-            max_len: self.max_len,
-            limit_pkts: self.limit_pkts,
-            limit_bytes: self.limit_bytes,
-            priority: self.priority,
-        }
-    }
-
-    /// Length of the packet at ring position `pos`, if one is queued there.
+    /// Length of the head packet, if one is queued.
     #[inline(always)]
-    fn len_at(&self, pos: u64) -> Option<u32>
+    fn head_len(&self) -> Option<u32>
     where
         P: Packet,
     {
-        slot(&self.ring, pos).as_ref().map(|(p, _)| p.wire_len())
+        slot(&self.ring, self.head)
+            .as_ref()
+            .map(|(p, _)| p.wire_len())
+    }
+
+    /// Bytes queued, given the flow's configured byte limit.
+    fn backlog_bytes(&self, limit_bytes: u64) -> u64 {
+        (room_limit(limit_bytes) - self.room_bytes) as u64
     }
 }
 
@@ -174,8 +207,8 @@ pub struct FlowTable<P, S, G = ()> {
     /// Power-of-two length (at least 1); indices `>= used` were never handed out.
     flows: Vec<FlowEntry<P, S, G>>,
     used: u32,
-    /// Cold per-flow drop counters, parallel to `flows`.
-    flow_drops: Vec<DropCounts>,
+    /// Cold per-flow fields, parallel to `flows` up to `used`.
+    cold: Vec<FlowCold>,
     free_flows: Vec<u32>,
     live_flows: u32,
     capacity: u32,
@@ -184,6 +217,9 @@ pub struct FlowTable<P, S, G = ()> {
     /// Whether flows' packets are kept in their rings (false: accounting only).
     store: bool,
 }
+
+/// The handle no live flow has (generation 0).
+const NO_FLOW: FlowId = FlowId::new(0, 0);
 
 impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// A table that holds at most `capacity` queued packets (`1..=2^31`) over all flows.
@@ -202,9 +238,9 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         Self {
             store,
             // One never-used entry, so that the array is never empty and masks are valid.
-            flows: vec![FlowEntry::new(0, FlowParams::default(), new_ring(1))],
+            flows: vec![FlowEntry::new(NO_FLOW, &FlowParams::default(), new_ring(1))],
             used: 0,
-            flow_drops: Vec::new(),
+            cold: Vec::new(),
             free_flows: Vec::new(),
             live_flows: 0,
             capacity,
@@ -239,20 +275,21 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
             if self.used as usize == self.flows.len() {
                 let len = self.flows.len() * 2;
                 self.flows.resize_with(len, || {
-                    FlowEntry::new(0, FlowParams::default(), new_ring(1))
+                    FlowEntry::new(NO_FLOW, &FlowParams::default(), new_ring(1))
                 });
             }
-            if self.flow_drops.len() < self.flows.len() {
-                self.flow_drops
-                    .resize(self.flows.len(), DropCounts::default());
-            }
+            self.cold.push(FlowCold::default());
             self.used += 1;
             self.used - 1
         };
-        let gen = self.e(f).gen.wrapping_add(1) | 1;
+        let gen = self.e(f).id.generation().wrapping_add(1) | 1;
         let ring = new_ring(if self.store { params.limit_pkts } else { 1 });
-        *self.e_mut(f) = FlowEntry::new(gen, params, ring);
-        self.flow_drops[f as usize] = DropCounts::default();
+        *self.e_mut(f) = FlowEntry::new(FlowId::new(f, gen), &params, ring);
+        self.cold[f as usize] = FlowCold {
+            limit_bytes: params.limit_bytes,
+            priority: params.priority,
+            drops: DropCounts::default(),
+        };
         self.live_flows += 1;
         Ok(f)
     }
@@ -262,12 +299,14 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     pub fn remove(&mut self, f: u32) -> Vec<P> {
         debug_assert!(self.store);
         let e = self.e_mut(f);
-        let mut out = Vec::with_capacity((e.tail - e.head) as usize);
-        while e.head != e.tail {
-            out.push(take_head(e, f).0);
+        let mut out = Vec::with_capacity(e.queued as usize);
+        // The packets are taken, not sent: the read position and counters stay, so that
+        // `retire` purges them.
+        for pos in e.head..e.head + u64::from(e.queued) {
+            if let Some((pkt, _)) = slot_mut(&mut e.ring, pos).take() {
+                out.push(pkt);
+            }
         }
-        // The packets were taken, not sent: un-count them so that `retire` purges them.
-        e.head -= out.len() as u64;
         self.retire(f);
         out
     }
@@ -282,10 +321,11 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// Counts flow `f`'s backlog as purged and frees its slot.
     fn retire(&mut self, f: u32) {
         let e = self.e_mut(f);
-        let (pkts, sent_pkts, sent_bytes) = (e.tail - e.head, e.head, e.sent_bytes);
-        e.gen = e.gen.wrapping_add(1) & !1;
+        let (pkts, sent_pkts, sent_bytes) = (u64::from(e.queued), e.head, e.sent_bytes);
+        e.id = FlowId::new(f, e.id.generation().wrapping_add(1) & !1);
         e.st = S::default();
         e.ring = new_ring(1);
+        e.queued = 0;
         self.totals.queued -= pkts;
         self.totals.retired_pkts += sent_pkts;
         self.totals.retired_bytes += sent_bytes;
@@ -298,14 +338,14 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     #[inline(always)]
     pub fn resolve(&self, id: FlowId) -> Option<u32> {
         let f = id.index();
-        // One range check here; every later access is masked.
-        (f < self.used && self.e(f).gen == id.generation()).then_some(f)
+        // The masked entry stores its own index: a foreign index cannot match it.
+        (self.e(f).id == id).then_some(f)
     }
 
     /// The handle of live flow `f`.
     #[inline(always)]
     pub fn id(&self, f: u32) -> FlowId {
-        FlowId::new(f, self.e(f).gen)
+        self.e(f).id
     }
 
     /// Handles of all live flows, by index.
@@ -328,12 +368,19 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
 
     /// Whether `f` is a live flow.
     pub fn is_live(&self, f: u32) -> bool {
-        f < self.used && self.e(f).gen & 1 == 1
+        f < self.used && self.e(f).id.generation() & 1 == 1
     }
 
     /// Parameters of flow `f`.
     pub fn params(&self, f: u32) -> FlowParams {
-        self.e(f).params()
+        let (e, c) = (self.e(f), &self.cold[f as usize]);
+        FlowParams {
+            weight: e.weight,
+            max_len: e.max_len,
+            limit_pkts: e.limit_pkts,
+            limit_bytes: c.limit_bytes,
+            priority: c.priority,
+        }
     }
 
     /// Replaces the parameters of flow `f` (already validated). Queued packets stay, even if
@@ -341,20 +388,23 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// reallocates the flow's ring (the packets keep their order).
     pub fn set_params(&mut self, f: u32, params: FlowParams) {
         let store = self.store;
+        let c = &mut self.cold[f as usize];
+        let old_limit = std::mem::replace(&mut c.limit_bytes, params.limit_bytes);
+        c.priority = params.priority;
         let e = self.e_mut(f);
         if store && params.limit_pkts as usize > e.ring.len() {
             let mut ring = new_ring(params.limit_pkts);
-            for pos in e.head..e.tail {
+            for pos in e.head..e.head + u64::from(e.queued) {
                 let old = at(&e.ring, pos);
                 ring[at(&ring, pos)] = e.ring[old].take();
             }
             e.ring = ring;
         }
+        let backlog = e.backlog_bytes(old_limit);
+        e.room_bytes = room_limit(params.limit_bytes) - backlog as i64;
         e.max_len = params.max_len;
         e.limit_pkts = params.limit_pkts;
-        e.limit_bytes = params.limit_bytes;
         e.weight = params.weight;
-        e.priority = params.priority;
     }
 
     /// Weight of flow `f`.
@@ -366,7 +416,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// Strict-priority band of flow `f`.
     #[inline(always)]
     pub fn priority(&self, f: u32) -> u8 {
-        self.e(f).priority
+        self.cold[f as usize].priority
     }
 
     /// Algorithm state of flow `f`.
@@ -386,14 +436,13 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     #[inline(always)]
     pub fn visit(&mut self, f: u32) -> (Option<u32>, u32, &mut S) {
         let e = self.e_mut(f);
-        (e.len_at(e.head), e.weight, &mut e.st)
+        (e.head_len(), e.weight, &mut e.st)
     }
 
     /// Whether flow `f` has queued packets.
     #[inline(always)]
     pub fn is_backlogged(&self, f: u32) -> bool {
-        let e = self.e(f);
-        e.tail != e.head
+        self.e(f).queued != 0
     }
 
     /// Backlog of flow `f`.
@@ -401,16 +450,15 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     pub fn flow_backlog(&self, f: u32) -> Backlog {
         let e = self.e(f);
         Backlog {
-            pkts: e.tail - e.head,
-            bytes: e.enq_bytes - e.sent_bytes,
+            pkts: u64::from(e.queued),
+            bytes: e.backlog_bytes(self.cold[f as usize].limit_bytes),
         }
     }
 
     /// Length of the head packet of flow `f`, if any.
     #[inline(always)]
     pub fn head_len(&self, f: u32) -> Option<u32> {
-        let e = self.e(f);
-        e.len_at(e.head)
+        self.e(f).head_len()
     }
 
     /// Tag of the head packet of flow `f`, if any.
@@ -427,18 +475,16 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     pub fn admit(&self, id: FlowId, len: u32) -> Result<(u32, bool), (Option<u32>, DropReason)> {
         let f = id.index();
         let e = self.e(f);
-        if f >= self.used || e.gen != id.generation() {
+        if e.id != id {
             return Err((None, DropReason::UnknownFlow));
         }
-        let t = &self.totals;
-        let queued = e.tail - e.head;
         // All tests at once, one branch; the reason is worked out off the fast path.
         let ok = (len.wrapping_sub(1) < e.max_len)
-            & (queued < u64::from(e.limit_pkts))
-            & (e.enq_bytes - e.sent_bytes + u64::from(len) <= e.limit_bytes)
-            & (t.queued < u64::from(self.capacity));
+            & (e.queued < e.limit_pkts)
+            & (i64::from(len) <= e.room_bytes)
+            & (self.totals.queued < u64::from(self.capacity));
         if ok {
-            Ok((f, queued == 0))
+            Ok((f, e.queued == 0))
         } else {
             Err((Some(f), self.refusal(f, len)))
         }
@@ -453,9 +499,9 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
             DropReason::EmptyPacket
         } else if len > e.max_len {
             DropReason::PacketTooLong
-        } else if e.tail - e.head >= u64::from(e.limit_pkts) {
+        } else if e.queued >= e.limit_pkts {
             DropReason::FlowPacketLimit
-        } else if e.enq_bytes - e.sent_bytes + u64::from(len) > e.limit_bytes {
+        } else if i64::from(len) > e.room_bytes {
             DropReason::FlowByteLimit
         } else {
             DropReason::SchedulerFull
@@ -468,22 +514,19 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     pub fn count_drop(&mut self, f: Option<u32>, reason: DropReason) {
         self.drops.add(reason, 1);
         if let Some(f) = f {
-            self.flow_drops[f as usize].add(reason, 1);
+            self.cold[f as usize].drops.add(reason, 1);
         }
     }
 
     /// Appends a packet to flow `f`. The caller has checked [`Self::admit`].
     #[inline(always)]
     pub fn push(&mut self, f: u32, pkt: P, tag: G) {
-        let len = u64::from(pkt.wire_len());
+        let len = i64::from(pkt.wire_len());
         let e = self.e_mut(f);
-        debug_assert!(
-            ((e.tail - e.head) as usize) < e.ring.len(),
-            "push without admit"
-        );
-        *slot_mut(&mut e.ring, e.tail) = Some((pkt, tag));
-        e.tail += 1;
-        e.enq_bytes += len;
+        debug_assert!((e.queued as usize) < e.ring.len(), "push without admit");
+        *slot_mut(&mut e.ring, e.head + u64::from(e.queued)) = Some((pkt, tag));
+        e.queued += 1;
+        e.room_bytes -= len;
         self.totals.queued += 1;
     }
 
@@ -492,10 +535,9 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     #[inline(always)]
     pub fn count_in(&mut self, f: u32, len: u32) {
         debug_assert!(!self.store);
-        let len = u64::from(len);
         let e = self.e_mut(f);
-        e.tail += 1;
-        e.enq_bytes += len;
+        e.queued += 1;
+        e.room_bytes -= i64::from(len);
         self.totals.queued += 1;
     }
 
@@ -504,12 +546,13 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     #[inline(always)]
     pub fn count_out(&mut self, f: u32, len: u32) -> FlowId {
         debug_assert!(!self.store);
-        let len = u64::from(len);
         let e = self.e_mut(f);
-        debug_assert!(e.tail != e.head, "count_out of an empty flow");
+        debug_assert!(e.queued != 0, "count_out of an empty flow");
         e.head += 1;
-        e.sent_bytes += len;
-        let id = FlowId::new(f, e.gen);
+        e.queued -= 1;
+        e.room_bytes += i64::from(len);
+        e.sent_bytes += u64::from(len);
+        let id = e.id;
         self.totals.queued -= 1;
         id
     }
@@ -518,11 +561,17 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     #[inline(always)]
     pub fn pop(&mut self, f: u32) -> Popped<P, G> {
         let e = self.e_mut(f);
-        let (pkt, tag) = take_head(e, f);
-        let len = u64::from(pkt.wire_len());
-        e.sent_bytes += len;
-        let more = e.tail != e.head;
-        let id = FlowId::new(f, e.gen);
+        // An empty flow's head entry is `None`.
+        let Some((pkt, tag)) = slot_mut(&mut e.ring, e.head).take() else {
+            empty_pop(f)
+        };
+        let len = pkt.wire_len();
+        e.head += 1;
+        e.queued -= 1;
+        e.room_bytes += i64::from(len);
+        e.sent_bytes += u64::from(len);
+        let more = e.queued != 0;
+        let id = e.id;
         self.totals.queued -= 1;
         Popped { pkt, tag, id, more }
     }
@@ -539,15 +588,16 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
             pkts: self.totals.queued,
             bytes: self
                 .live_entries()
-                .map(|e| e.enq_bytes - e.sent_bytes)
+                .map(|(e, c)| e.backlog_bytes(c.limit_bytes))
                 .sum(),
         }
     }
 
-    fn live_entries(&self) -> impl Iterator<Item = &FlowEntry<P, S, G>> {
+    fn live_entries(&self) -> impl Iterator<Item = (&FlowEntry<P, S, G>, &FlowCold)> {
         self.flows[..self.used as usize]
             .iter()
-            .filter(|e| e.gen & 1 == 1)
+            .zip(&self.cold)
+            .filter(|(e, _)| e.id.generation() & 1 == 1)
     }
 
     /// Counters of flow `f`.
@@ -556,7 +606,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         FlowStats {
             sent_pkts: e.head,
             sent_bytes: e.sent_bytes,
-            drops: self.flow_drops[f as usize],
+            drops: self.cold[f as usize].drops,
             backlog: self.flow_backlog(f),
         }
     }
@@ -565,7 +615,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     pub fn totals(&self) -> (u64, u64, DropCounts) {
         let (pkts, bytes) = self.live_entries().fold(
             (self.totals.retired_pkts, self.totals.retired_bytes),
-            |(p, b), e| (p + e.head, b + e.sent_bytes),
+            |(p, b), (e, _)| (p + e.head, b + e.sent_bytes),
         );
         (pkts, bytes, self.drops)
     }
@@ -597,17 +647,6 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
             algorithm,
         }
     }
-}
-
-/// Takes the head packet of a flow's ring, which must hold one.
-#[inline(always)]
-fn take_head<P, S, G>(e: &mut FlowEntry<P, S, G>, f: u32) -> (P, G) {
-    // An empty flow's head entry is `None`.
-    let Some(entry) = slot_mut(&mut e.ring, e.head).take() else {
-        empty_pop(f)
-    };
-    e.head += 1;
-    entry
 }
 
 #[cold]
@@ -770,6 +809,62 @@ mod tests {
         assert_eq!(t.resolve(forged), None);
         assert_eq!(t.resolve(FlowId::new(NIL, 1)), None);
         assert_eq!(t.admit(forged, 1), Err((None, DropReason::UnknownFlow)));
+    }
+
+    #[test]
+    fn the_hot_part_of_a_flow_is_one_cache_line() {
+        // what an enqueue and a dequeue touch, before the algorithm's state
+        assert_eq!(std::mem::size_of::<FlowEntry<Desc, (), ()>>(), 64);
+        assert_eq!(std::mem::offset_of!(FlowEntry<Desc, u64, ()>, st), 64);
+    }
+
+    #[test]
+    fn changing_the_byte_limit_keeps_the_byte_backlog() {
+        let mut t = table(16);
+        let f = t
+            .add(
+                FlowParams::default()
+                    .with_max_len(1000)
+                    .with_limit_bytes(3000),
+            )
+            .unwrap();
+        for i in 0..3 {
+            t.admit(t.id(f), 1000).unwrap();
+            t.push(f, Desc::new(i, 1000), ());
+        }
+        // lowered below the backlog: the queued bytes stay, nothing more fits
+        t.set_params(
+            f,
+            FlowParams::default()
+                .with_max_len(1000)
+                .with_limit_bytes(1000),
+        );
+        assert_eq!(t.flow_backlog(f).bytes, 3000);
+        assert_eq!(
+            t.admit(t.id(f), 1),
+            Err((Some(f), DropReason::FlowByteLimit))
+        );
+        t.pop(f);
+        t.pop(f);
+        assert_eq!(
+            t.admit(t.id(f), 1),
+            Err((Some(f), DropReason::FlowByteLimit))
+        );
+        t.pop(f);
+        assert_eq!(t.flow_backlog(f).bytes, 0);
+        t.admit(t.id(f), 1000).unwrap();
+        assert_eq!(
+            t.admit(t.id(f), 1001),
+            Err((Some(f), DropReason::PacketTooLong))
+        );
+        // no byte limit: u64::MAX reads back unchanged and never refuses
+        t.push(f, Desc::new(9, 700), ());
+        t.set_params(f, FlowParams::default().with_max_len(1000));
+        assert_eq!(t.params(f).limit_bytes, u64::MAX);
+        assert_eq!(t.flow_backlog(f).bytes, 700);
+        t.admit(t.id(f), 1000).unwrap();
+        assert_eq!(t.backlog().bytes, 700);
+        assert_eq!(t.flow_stats(f).sent_bytes, 3000);
     }
 
     #[test]
