@@ -43,7 +43,7 @@
 //!   keeps the finish time of its last *dequeued* packet, and the dequeue computes the
 //!   packet's start: that finish time if it is after the previous round's clock `c_prev`
 //!   (the flow was backlogged), else the current clock (it was idle). `scrr-basic` instead
-//!   stamps each packet at enqueue (the policy's `Tag`, a [`VTime`]).
+//!   stamps each packet at enqueue (the policy's `Tag`, its virtual time).
 //! - **Sparse Flow Optimization** (SFO, 3.3.1): a flow joining the schedule goes to the back
 //!   of a *new* list, always served before the *old* list; after its visit it moves to the
 //!   old list. Without No Empty, a flow that empties stays on the old list until its next
@@ -135,9 +135,14 @@
 //!
 //! `new`, `old`: [`FlowList`]s (`scrr-basic` uses `old` only); `clock`, `prev` (the previous
 //! distinct clock), `dq_max` (largest virtual time dequeued, Algorithm 2's
-//! `virtual_dequeue`); `left`, `active` (flows on the lists), `fresh` (no visit ended in this
-//! round). Per flow: the finish time (NPM: of the last dequeued packet; basic: of the last
-//! enqueued one), the inverse weight, the list link and which list it is on.
+//! `virtual_dequeue`), wrapping, and `wide`, the clock without wrapping ("Bit budget");
+//! `left`, `active` (flows on the lists), `fresh` (no visit ended in this round). Per flow:
+//! the finish time (NPM: of the last dequeued packet; basic: of the last enqueued one), the
+//! inverse weight, the list link, which list it is on, and the era of the clock when it
+//! last left the schedule.
+//!
+//! The semantics is a run-time parameter; the dequeue is compiled once for each, and
+//! chosen by one test per packet.
 //!
 //! # Invariants
 //!
@@ -145,7 +150,8 @@
 //!   `new ++ old`; every flow on `new` is due. When `fresh`, `left == active`.
 //! - A flow is on a list exactly when it is backlogged, except under SFO without NE, where
 //!   a flow that emptied stays on `old` until its next visit.
-//! - `prev < clock` once the clock has moved; `clock` never decreases; `dq_max >= clock`.
+//! - `prev < clock` once the clock has moved; `clock` never decreases; `dq_max >= clock`
+//!   (in the wrapping order of "Bit budget"; without wrapping for `wide`).
 //! - Every dequeued packet has `v <= c + L_f / w_f` (`c` the clock when it leaves), and, but
 //!   for the first of a visit, `v <= c`. Hence, with `M* = max_f L_f / w_f` (`<= M`, the
 //!   largest packet, since `w >= 1`), within a busy period:
@@ -163,7 +169,45 @@
 //!
 //! # Bit budget
 //!
-//! As [`crate::vtime`]: `u128` virtual times that never wrap, costs exact in a `u64`.
+//! The unit is [`crate::vtime`]'s (bytes per unit weight, 32 fractional bits), but virtual
+//! times are `u64`s that *wrap*, as in QFQ and KPS ([`crate::util::stamp`]): one
+//! instruction per addition and comparison, 8 bytes per stored tag (`scrr-basic`), where
+//! `u128` arithmetic took two. Every comparison is [`after`], the sign of the wrapped
+//! difference, which is right while the two times are less than `2^63` apart. The clock
+//! wraps every `2^32` bytes per unit weight (4 GiB at weight 1: a fraction of a second at
+//! 100 Gb/s), so the question is which times can be compared, and how far apart they are.
+//!
+//! - A packet costs `l / w <= 2^20 * 2^32 = 2^52` units (`M*`), exact in a `u64`.
+//! - *Scheduled flows.* The invariants below keep every time that is compared near the
+//!   clock: the head packet's virtual time and a scheduled flow's finish time are within a
+//!   few `M*` of `c` (a backlogged flow ends each visit with its next packet after the clock
+//!   of that visit, the clock moves by at most `M*` per round, and the first packet of a
+//!   visit is at most `M*` ahead); `prev` and `dq_max` are within `M*` of `c`. A flow that
+//!   has just joined may be farther behind, but less than `2^62 + 2^55` (next item). All
+//!   below `2^63`. (A `scrr-basic` flow's *tail* tag runs ahead of the clock by its backlog
+//!   divided by its weight, without bound, but it is only added to, never compared; it is
+//!   compared when it reaches the head.)
+//! - *Idle flows.* A flow off the schedule keeps its finish time while the clock runs on:
+//!   after `2^63` units its wrapped difference flips and it would look like a leading flow
+//!   (or, after `2^64`, just behind or ahead of the clock, as if backlogged). No bounded
+//!   window around the clock can tell, because the clock may have wrapped any number of
+//!   times. So the clock also counts *eras* of `2^61` units (`wide`, the clock without
+//!   wrapping, updated once per round; the era is its bits 61 to 92), and a flow records
+//!   the era when it leaves the schedule. When it joins again two or more eras later, the
+//!   clock has moved by more than `2^61` units since, and its finish time (then within
+//!   `2^55` of the clock) is at least `2^61 - 2^55` behind: it is set to `c - 2^58`, which
+//!   every test of the algorithm reads as "idle long ago" (NPM's idle test, the No Empty
+//!   test, `scrr-basic`'s `max(F, c)`), exactly as the exact value would be. Within one
+//!   era the clock has moved by less than `2^62`, and the wrapped difference is exact.
+//!   The era is a `u32`: it wraps after `2^93` units, `2^61` bytes per unit weight, beyond
+//!   any link's lifetime (the argument of [`crate::vtime`] for `u128`). The check costs a
+//!   subtraction per re-activation, nothing per packet.
+//! - The accessors [`SelfClockedRr::clock`] and [`SelfClockedRr::previous_clock`] return
+//!   the unwrapped value (a [`VTime`]), so tests compare clocks over any distance.
+//!
+//! `a_flow_idle_across_a_wrap_restarts_at_the_clock` drives the clock across `2^63` and
+//! `2^64` with 1 MiB packets while a flow is idle; `a_wrap_of_the_clock_changes_nothing`
+//! runs a workload across a wrap and compares it with the same workload from 0.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -176,6 +220,7 @@ use crate::policy::{Flows, Policy};
 use crate::registry::{AlgorithmInfo, ParamInfo, Params, ServiceClass};
 use crate::table::NIL;
 use crate::util::flowlist::{FlowList, Linked};
+use crate::util::stamp::after;
 use crate::vtime::{InvWeight, VTime};
 
 /// Which tag is a packet's virtual time (section 3.1, appendix B.1).
@@ -216,35 +261,35 @@ const SEMANTICS_PARAM: ParamInfo = ParamInfo {
         "a packet's virtual time: its start time (start, as STFQ) or finish time (finish, as SCFQ)",
 };
 
-/// What SCRR stores with a packet: its virtual time ([`VTime`], SCRR-basic) or nothing
-/// (`()`, No Packet Metadata).
+/// What SCRR stores with a packet: its virtual time (a wrapping `u64`, see "Bit budget",
+/// SCRR-basic) or nothing (`()`, No Packet Metadata).
 pub trait PacketTag: Copy + Default + 'static {
     /// Whether the tag holds a time.
     const STORES: bool;
     /// The tag of a packet of virtual time `v`.
-    fn stamp(v: VTime) -> Self;
+    fn stamp(v: u64) -> Self;
     /// The virtual time stamped.
-    fn time(self) -> VTime;
+    fn time(self) -> u64;
 }
 
 impl PacketTag for () {
     const STORES: bool = false;
     #[inline(always)]
-    fn stamp(_: VTime) -> Self {}
+    fn stamp(_: u64) -> Self {}
     #[inline(always)]
-    fn time(self) -> VTime {
-        VTime::ZERO
+    fn time(self) -> u64 {
+        0
     }
 }
 
-impl PacketTag for VTime {
+impl PacketTag for u64 {
     const STORES: bool = true;
     #[inline(always)]
-    fn stamp(v: VTime) -> Self {
+    fn stamp(v: u64) -> Self {
         v
     }
     #[inline(always)]
-    fn time(self) -> VTime {
+    fn time(self) -> u64 {
         self
     }
 }
@@ -261,7 +306,7 @@ pub trait Variant: 'static {
     const IA: bool;
     /// No Empty (chooses between SFO's lists, so it requires SFO).
     const NE: bool;
-    /// `()` with NPM, [`VTime`] without.
+    /// `()` with NPM, `u64` (the virtual time) without.
     type Tag: PacketTag;
 }
 
@@ -338,7 +383,7 @@ variant!(
     false,
     false,
     false,
-    VTime,
+    u64,
     info(
         "scrr-basic",
         &["scrr_basic"],
@@ -425,23 +470,33 @@ enum On {
     Old,
 }
 
+/// Virtual time has a new era every `2^ERA_SHIFT` units ("Bit budget").
+const ERA_SHIFT: u32 = 61;
+
+/// Where a stale finish time is put back: this far behind the clock, farther than any
+/// scheduled flow's tags can be, so every decision treats it as idle ("Bit budget").
+const STALE_BEHIND: u64 = 1 << 58;
+
 /// Per-flow SCRR state.
 #[derive(Debug)]
 pub struct ScrrFlow {
     /// NPM: finish time of the last dequeued packet (the start of the next one while the
-    /// flow is backlogged); basic: of the last enqueued packet.
-    finish: VTime,
+    /// flow is backlogged); basic: of the last enqueued packet. Wrapping.
+    finish: u64,
     inv_w: InvWeight,
     next: u32,
+    /// The clock's era when the flow last left the schedule.
+    era: u32,
     on: On,
 }
 
 impl Default for ScrrFlow {
     fn default() -> Self {
         Self {
-            finish: VTime::ZERO,
+            finish: 0,
             inv_w: InvWeight::new(1),
             next: NIL,
+            era: 0,
             on: On::None,
         }
     }
@@ -458,9 +513,13 @@ impl Linked for ScrrFlow {
 pub struct SelfClockedRr<V> {
     new: FlowList,
     old: FlowList,
-    clock: VTime,
-    prev: VTime,
-    dq_max: VTime,
+    /// The clock, `prev` and `dq_max`: wrapping (see "Bit budget").
+    clock: u64,
+    prev: u64,
+    dq_max: u64,
+    /// The clock without wrapping, updated when it moves (once per round): for the
+    /// accessors and the era of the clock.
+    wide: u128,
     /// Visits still due in the current round.
     left: u32,
     /// Flows on the lists.
@@ -491,9 +550,10 @@ impl<V: Variant> SelfClockedRr<V> {
         Self {
             new: FlowList::new(),
             old: FlowList::new(),
-            clock: VTime::ZERO,
-            prev: VTime::ZERO,
-            dq_max: VTime::ZERO,
+            clock: 0,
+            prev: 0,
+            dq_max: 0,
+            wide: 0,
             left: 0,
             active: 0,
             fresh: true,
@@ -514,14 +574,47 @@ impl<V: Variant> SelfClockedRr<V> {
         }
     }
 
-    /// The global virtual clock.
+    /// The global virtual clock (as if it never wrapped).
     pub fn clock(&self) -> VTime {
-        self.clock
+        VTime::from_raw(self.wide)
     }
 
-    /// The clock before its last advance.
+    /// The clock before its last advance (as if it never wrapped).
     pub fn previous_clock(&self) -> VTime {
-        self.prev
+        VTime::from_raw(self.wide - u128::from(self.clock.wrapping_sub(self.prev)))
+    }
+
+    /// The era of the clock: its value without wrapping divided by `2^ERA_SHIFT`, modulo
+    /// `2^32`.
+    #[inline(always)]
+    fn era(&self) -> u32 {
+        (self.wide >> ERA_SHIFT) as u32
+    }
+
+    /// The clock moves forward to `to` (at most one packet's cost ahead).
+    #[inline(always)]
+    fn move_clock(&mut self, to: u64) {
+        self.wide += u128::from(to.wrapping_sub(self.clock));
+        self.prev = self.clock;
+        self.clock = to;
+    }
+
+    /// `f` leaves the schedule: remember the era, so that its finish time can be told
+    /// stale when it comes back.
+    #[inline(always)]
+    fn leave(era: u32, st: &mut ScrrFlow) {
+        st.era = era;
+        st.on = On::None;
+    }
+
+    /// `f` comes back after at least two eras: its finish time is at least `2^61 - 2^55`
+    /// behind the clock, but the wrapping difference may say anything. Put it where every
+    /// test treats it as what it is, long idle.
+    #[inline(always)]
+    fn refresh(&self, st: &mut ScrrFlow) {
+        if self.era().wrapping_sub(st.era) > 1 {
+            st.finish = self.clock.wrapping_sub(STALE_BEHIND);
+        }
     }
 
     /// Rounds completed (clock updates, including those that did not move it).
@@ -538,15 +631,18 @@ impl<V: Variant> SelfClockedRr<V> {
             // Emptied during this or the last round and still scheduled: nothing to do.
             return;
         }
+        if V::NPM {
+            self.refresh(st);
+        }
         let to_new = V::SFO
             && (!V::NE || nothing_scheduled || {
                 // No Empty: SFO only if the packet would be sent in the current round.
                 let v = if by_finish {
-                    st.finish.plus(st.inv_w.cost(len))
+                    st.finish.wrapping_add(st.inv_w.cost(len))
                 } else {
                     st.finish
                 };
-                v <= clock
+                !after(v, clock)
             });
         self.active += 1;
         if to_new {
@@ -581,9 +677,8 @@ impl<V: Variant> SelfClockedRr<V> {
     #[inline(always)]
     fn close_round(&mut self) {
         self.rounds += 1;
-        if self.dq_max > self.clock {
-            self.prev = self.clock;
-            self.clock = self.dq_max;
+        if after(self.dq_max, self.clock) {
+            self.move_clock(self.dq_max);
         }
         self.left = self.active;
         self.fresh = true;
@@ -596,7 +691,7 @@ impl<V: Variant> SelfClockedRr<V> {
         } else {
             self.old.pop_front(flows);
         }
-        flows.st_mut(f).on = On::None;
+        Self::leave(self.era(), flows.st_mut(f));
         self.active -= 1;
         self.empty_visits += 1;
         self.end_visit();
@@ -606,16 +701,103 @@ impl<V: Variant> SelfClockedRr<V> {
     /// time of the packet just sent. Out of line, so that the start-semantics path does
     /// not load the next packet speculatively.
     #[inline(never)]
-    fn next_finish<P: Packet>(
-        flows: &Flows<P, Self>,
-        f: u32,
-        fin: VTime,
-        inv_w: InvWeight,
-    ) -> VTime {
+    fn next_finish<P: Packet>(flows: &Flows<P, Self>, f: u32, fin: u64, inv_w: InvWeight) -> u64 {
         if V::NPM {
-            fin.plus(inv_w.cost(flows.head_len(f).unwrap_or(0)))
+            fin.wrapping_add(inv_w.cost(flows.head_len(f).unwrap_or(0)))
         } else {
             flows.head_tag(f).unwrap_or_default().time()
+        }
+    }
+
+    #[inline(always)]
+    /// [`Policy::dequeued`] with the semantics `BY_FINISH` fixed at compile time.
+    fn dequeued_as<P: Packet, const BY_FINISH: bool>(
+        &mut self,
+        flows: &mut Flows<P, Self>,
+        f: u32,
+        len: u32,
+        tag: V::Tag,
+        more: bool,
+    ) {
+        let by_finish = BY_FINISH;
+        let (clock, prev) = (self.clock, self.prev);
+        let st = flows.st_mut(f);
+        let inv_w = st.inv_w;
+        let cost = inv_w.cost(len);
+        // v: this packet's virtual time; fin: its finish time.
+        let (v, fin) = if V::NPM {
+            // The packet's virtual time if it continues the flow's last visit.
+            let cont = if by_finish {
+                st.finish.wrapping_add(cost)
+            } else {
+                st.finish
+            };
+            let start = if !after(cont, prev) {
+                // Idle since before the previous round.
+                if !V::IA {
+                    clock
+                } else if by_finish {
+                    prev
+                } else {
+                    prev.wrapping_add(cost)
+                }
+            } else {
+                st.finish
+            };
+            let fin = start.wrapping_add(cost);
+            st.finish = fin;
+            (if by_finish { fin } else { start }, fin)
+        } else {
+            let v = tag.time();
+            (v, if by_finish { v } else { v.wrapping_add(cost) })
+        };
+        // The next packet's virtual time: with start semantics this packet's finish; with
+        // finish semantics it depends on the next packet (looked up only then).
+        if more && {
+            let next_v = if by_finish {
+                Self::next_finish(flows, f, fin, inv_w)
+            } else {
+                fin
+            };
+            !after(next_v, clock)
+        } {
+            // The next packet belongs to this round: the visit goes on. This packet is not
+            // after the clock (`v <= next_v <= c <= dq_max`): nothing else to record.
+            return;
+        }
+        if after(v, self.dq_max) {
+            self.dq_max = v;
+        }
+        let busy_end = !more && flows.queued() == 0;
+        let on_new = !self.new.is_empty();
+        if more || Self::KEEPS_EMPTY {
+            if on_new {
+                self.new.pop_front(flows);
+                self.old.push_back(flows, f);
+                flows.st_mut(f).on = On::Old;
+            } else {
+                self.old.rotate(flows);
+            }
+        } else {
+            if on_new {
+                self.new.pop_front(flows);
+            } else {
+                self.old.pop_front(flows);
+            }
+            Self::leave(self.era(), flows.st_mut(f));
+            self.active -= 1;
+        }
+        if busy_end {
+            // End of the busy period (choice 4): the round closes, then the idle system's
+            // clock moves on to this packet's finish time, if later, as a step of its own.
+            self.visits += 1;
+            self.close_round();
+            if after(fin, self.clock) {
+                self.move_clock(fin);
+                self.dq_max = fin;
+            }
+        } else {
+            self.end_visit();
         }
     }
 
@@ -657,11 +839,11 @@ impl<V: Variant> Policy for SelfClockedRr<V> {
     }
 
     fn flow_added<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32) {
-        let (prev, w) = (self.prev, flows.weight(f));
+        let (prev, w, era) = (self.prev, flows.weight(f), self.era());
         let st = flows.st_mut(f);
         st.inv_w = InvWeight::new(w);
         st.finish = prev;
-        st.on = On::None;
+        Self::leave(era, st);
     }
 
     fn flow_updated<P: Packet>(&mut self, flows: &mut Flows<P, Self>, f: u32, old: FlowParams) {
@@ -706,11 +888,16 @@ impl<V: Variant> Policy for SelfClockedRr<V> {
             let clock = self.clock;
             let st = flows.st_mut(f);
             let s = if was_empty {
-                st.finish.max(clock)
+                self.refresh(st);
+                if after(st.finish, clock) {
+                    st.finish
+                } else {
+                    clock
+                }
             } else {
                 st.finish
             };
-            let fin = s.plus(st.inv_w.cost(len));
+            let fin = s.wrapping_add(st.inv_w.cost(len));
             st.finish = fin;
             tag = V::Tag::stamp(if self.by_finish { fin } else { s });
         }
@@ -744,86 +931,11 @@ impl<V: Variant> Policy for SelfClockedRr<V> {
         tag: V::Tag,
         more: bool,
     ) {
-        let by_finish = self.by_finish;
-        let (clock, prev) = (self.clock, self.prev);
-        let st = flows.st_mut(f);
-        let inv_w = st.inv_w;
-        let cost = inv_w.cost(len);
-        // v: this packet's virtual time; fin: its finish time.
-        let (v, fin) = if V::NPM {
-            // The packet's virtual time if it continues the flow's last visit.
-            let cont = if by_finish {
-                st.finish.plus(cost)
-            } else {
-                st.finish
-            };
-            let start = if cont <= prev {
-                // Idle since before the previous round.
-                if !V::IA {
-                    clock
-                } else if by_finish {
-                    prev
-                } else {
-                    prev.plus(cost)
-                }
-            } else {
-                st.finish
-            };
-            let fin = start.plus(cost);
-            st.finish = fin;
-            (if by_finish { fin } else { start }, fin)
+        // One test of the semantics per packet, the rest compiled for each.
+        if self.by_finish {
+            self.dequeued_as::<P, true>(flows, f, len, tag, more);
         } else {
-            let v = tag.time();
-            (v, if by_finish { v } else { v.plus(cost) })
-        };
-        // The next packet's virtual time: with start semantics this packet's finish; with
-        // finish semantics it depends on the next packet (looked up only then).
-        if more && {
-            let next_v = if by_finish {
-                Self::next_finish(flows, f, fin, inv_w)
-            } else {
-                fin
-            };
-            next_v <= clock
-        } {
-            // The next packet belongs to this round: the visit goes on. This packet is not
-            // after the clock (`v <= next_v <= c <= dq_max`): nothing else to record.
-            return;
-        }
-        if v > self.dq_max {
-            self.dq_max = v;
-        }
-        let busy_end = !more && flows.queued() == 0;
-        let on_new = !self.new.is_empty();
-        if more || Self::KEEPS_EMPTY {
-            if on_new {
-                self.new.pop_front(flows);
-                self.old.push_back(flows, f);
-                flows.st_mut(f).on = On::Old;
-            } else {
-                self.old.rotate(flows);
-            }
-        } else {
-            if on_new {
-                self.new.pop_front(flows);
-            } else {
-                self.old.pop_front(flows);
-            }
-            flows.st_mut(f).on = On::None;
-            self.active -= 1;
-        }
-        if busy_end {
-            // End of the busy period (choice 4): the round closes, then the idle system's
-            // clock moves on to this packet's finish time, if later, as a step of its own.
-            self.visits += 1;
-            self.close_round();
-            if fin > self.clock {
-                self.prev = self.clock;
-                self.clock = fin;
-                self.dq_max = fin;
-            }
-        } else {
-            self.end_visit();
+            self.dequeued_as::<P, false>(flows, f, len, tag, more);
         }
     }
 
@@ -1294,6 +1406,129 @@ mod tests {
         for semantics in [Semantics::Start, Semantics::Finish] {
             assert_eq!(run(true, semantics), run(false, semantics));
         }
+    }
+
+    /// A scheduler whose clock starts at `origin` (raw units, wrapping) instead of 0.
+    fn sched_at<V: Variant>(semantics: Semantics, origin: u64) -> S<V> {
+        let mut p = SelfClockedRr::<V>::new(semantics);
+        (p.clock, p.prev, p.dq_max, p.wide) = (origin, origin, origin, u128::from(origin));
+        Sched::new(p, 1024).unwrap()
+    }
+
+    /// A mixed workload (three flows of weights 1..3, sizes 64..3064, queues filled and
+    /// drained unevenly): the order of the dequeues and the clock advance they saw.
+    fn mixed<V: Variant>(mut s: S<V>) -> (Vec<u64>, VTime) {
+        let ids: Vec<_> = (1..=3).map(|w| flow(&mut s, w)).collect();
+        let c0 = s.policy().clock();
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        for step in 0..3000u32 {
+            let f = ids[(step * 7 % 3) as usize];
+            if step % 3 != 0 {
+                put(
+                    &mut s,
+                    f,
+                    cookie,
+                    u64::from(step % 4),
+                    64 + step * 37 % 3000,
+                );
+                cookie += 4;
+            }
+            if let Some((_, d)) = s.dequeue() {
+                out.push(d.cookie);
+            }
+        }
+        out.extend(drain(&mut s));
+        let advance = VTime::from_raw(s.policy().clock().raw() - c0.raw());
+        (out, advance)
+    }
+
+    #[test]
+    fn a_wrap_of_the_clock_changes_nothing() {
+        // The same workload from clock 0 and from a clock that wraps in the middle of it
+        // (the run advances the clock by about 2^20 bytes, 2^52 units).
+        macro_rules! check {
+            ($($v:ty),*) => {$(
+                for semantics in [Semantics::Start, Semantics::Finish] {
+                    let from_zero = mixed(sched::<$v>(semantics));
+                    assert!(from_zero.1 > vt(1 << 18), "the run moves the clock");
+                    for origin in [u64::MAX - (1 << 50), 1 << 63, (1 << 63) - (1 << 51)] {
+                        let wrapped = mixed(sched_at::<$v>(semantics, origin));
+                        assert_eq!(from_zero, wrapped, "{} {semantics} {origin:#x}", <$v>::INFO.name);
+                    }
+                }
+            )*};
+        }
+        check!(Basic, Npm, Nmia, Nmne, Neia, All);
+    }
+
+    /// `A` (cookies 0..) sends one 1000-byte packet and goes idle while `B` (cookies
+    /// 1000..), alone and never empty, sends `n` packets of 1 MiB, moving the clock by
+    /// `2^52` units each (one round per packet: `B` leads), so 4096 of them are one wrap of
+    /// the 64-bit clock. Then `A` queues 8 packets of 1000 bytes (cookies 1..=8). Returns
+    /// the next 20 dequeues (A's cookies, 1000 for a packet of B) and the largest clock
+    /// advance of a round among them.
+    fn idle_across<V: Variant>(semantics: Semantics, n: u64) -> (Vec<u64>, u128) {
+        const MIB: u32 = crate::MAX_PACKET_LEN;
+        let mut s = sched::<V>(semantics);
+        let a = flow(&mut s, 1);
+        let b = s
+            .add_flow(FlowParams::weighted(1).with_max_len(MIB))
+            .unwrap();
+        put(&mut s, a, 0, 1, 1000);
+        put(&mut s, b, 1000, 2, MIB);
+        let mut cookie = 1002;
+        let mut step = |s: &mut S<V>| {
+            let (id, d) = s.dequeue().unwrap();
+            if id == b {
+                put(s, b, cookie, 1, MIB);
+                cookie += 1;
+                return 1000;
+            }
+            d.cookie
+        };
+        assert_eq!(step(&mut s), 0);
+        for _ in 0..n {
+            assert_eq!(step(&mut s), 1000, "A is idle");
+        }
+        put(&mut s, a, 1, 8, 1000);
+        let mut clock = s.policy().clock().raw();
+        let mut max_advance = 0;
+        let out = (0..20)
+            .map(|_| {
+                let c = step(&mut s);
+                let now = s.policy().clock().raw();
+                max_advance = max_advance.max(now - clock);
+                clock = now;
+                c
+            })
+            .collect();
+        (out, max_advance)
+    }
+
+    #[test]
+    fn a_flow_idle_across_a_wrap_restarts_at_the_clock() {
+        // After 64 packets of B (2^58 units, far below 2^63) A's finish time is compared
+        // exactly: A is long idle. After 2^63 or 2^64 units the wrapped difference says A
+        // is far ahead, or just ahead, or just behind the clock (a naive reading would
+        // take A for a leading or lagging backlogged flow); A must restart as after 64.
+        // B keeps its own state relative to the clock in every run, so the orders agree.
+        macro_rules! check {
+            ($($v:ty),*) => {$(
+                for semantics in [Semantics::Start, Semantics::Finish] {
+                    let name = <$v>::INFO.name;
+                    let (oracle, advance) = idle_across::<$v>(semantics, 64);
+                    assert!(oracle.iter().filter(|&&c| c < 1000).count() >= 8, "{name}: A sent");
+                    assert!(advance <= 1 << 52, "{name}: Theorem 1");
+                    for n in [2046, 2047, 2048, 2049, 4094, 4095, 4096, 4097, 6144, 8191] {
+                        let (out, advance) = idle_across::<$v>(semantics, n);
+                        assert_eq!(out, oracle, "{name} {semantics} n = {n}");
+                        assert!(advance <= 1 << 52, "{name} {semantics} n = {n}: Theorem 1");
+                    }
+                }
+            )*};
+        }
+        check!(Basic, Npm, Nmia, Nmne, Neia, All);
     }
 
     #[test]
