@@ -103,27 +103,8 @@ struct WfiArgs {
     /// Fill up to this many pending packets (n: per flow).
     #[arg(long, value_name = "X", default_value = "30n", value_parser = number::parse)]
     qmax: Num,
-    /// Flowsets weight:len:flows[,...], as for `bench sched`.
-    #[arg(long, value_name = "W:LEN:FLOWS,...")]
-    flowsets: Option<String>,
-    /// Number of flows of weight 1 when no -flowsets is given.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = number::parse_abs)]
-    flows: u64,
-    /// Packet length for flowsets that leave len empty.
-    #[arg(long, value_name = "BYTES", default_value = "1000", value_parser = number::parse_u32)]
-    len: u32,
-    /// Arrival pattern.
-    #[arg(long, value_enum, default_value_t = PatternArg::Smooth)]
-    pattern: PatternArg,
-    /// Seed of the pattern's and the phase switch's random generators.
-    #[arg(long, value_name = "S", default_value = "1", value_parser = number::parse_abs)]
-    seed: u64,
-    /// Algorithm parameters key=value[,...].
-    #[arg(long, value_name = "K=V,...", default_value = "")]
-    params: Params,
-    /// Scheduler capacity in packets [default: qmax plus the largest burst].
-    #[arg(long, value_name = "PKTS", value_parser = number::parse_abs)]
-    capacity: Option<u64>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// Transmit queue in front of the wire, packets (0: the scheduler is asked when the
     /// wire is idle; the papers' Q is (txq + 1) maximum-size packets).
     #[arg(long, value_name = "PKTS", default_value = "0", value_parser = number::parse_abs)]
@@ -159,6 +140,23 @@ struct SchedArgs {
     /// Fill up to this many pending packets (n: per flow); raised to qmin+1 if not above.
     #[arg(long, value_name = "X", default_value = "20n", value_parser = number::parse)]
     qmax: Num,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Print one JSON object with every field instead of the two lines.
+    #[arg(long)]
+    json: bool,
+    /// Accepted and ignored (dummynet parses -burst but does not use it).
+    #[arg(long, value_name = "N")]
+    burst: Option<String>,
+    /// Debug level: accepted and ignored (dummynet's -d).
+    #[arg(short = 'd', value_name = "LEVEL")]
+    debug: Option<String>,
+}
+
+/// What both benchmarks generate: the flows, their packets and the arrival pattern, and the
+/// scheduler's parameters.
+#[derive(Args, Debug)]
+struct WorkloadArgs {
     /// Flowsets weight:len:flows[,...]; weight and len may be ranges min-max[-steps];
     /// empty fields take defaults (weight 1, -len, 1 flow). E.g. 1::512,8::64.
     #[arg(long, value_name = "W:LEN:FLOWS,...")]
@@ -173,7 +171,7 @@ struct SchedArgs {
     /// Arrival pattern (QFQ+ paper, section 8).
     #[arg(long, value_enum, default_value_t = PatternArg::Smooth)]
     pattern: PatternArg,
-    /// Seed of the bursty pattern's random generator.
+    /// Seed of the pattern's random generator (and of `bench wfi`'s phase switch).
     #[arg(long, value_name = "S", default_value = "1", value_parser = number::parse_abs)]
     seed: u64,
     /// Algorithm parameters key=value[,...] (see `pspat algorithms`). For strict-priority
@@ -183,15 +181,28 @@ struct SchedArgs {
     /// Scheduler capacity in packets [default: qmax plus the largest burst].
     #[arg(long, value_name = "PKTS", value_parser = number::parse_abs)]
     capacity: Option<u64>,
-    /// Print one JSON object with every field instead of the two lines.
-    #[arg(long)]
-    json: bool,
-    /// Accepted and ignored (dummynet parses -burst but does not use it).
-    #[arg(long, value_name = "N")]
-    burst: Option<String>,
-    /// Debug level: accepted and ignored (dummynet's -d).
-    #[arg(short = 'd', value_name = "LEVEL")]
-    debug: Option<String>,
+}
+
+impl WorkloadArgs {
+    /// The harness's specification of this workload for `alg`.
+    fn spec(self, alg: String, loops: u64, qmin: Num, qmax: Num) -> BenchSpec {
+        BenchSpec {
+            alg,
+            loops,
+            qmin,
+            qmax,
+            flowsets: self.flowsets,
+            flows: self.flows,
+            len: self.len,
+            pattern: match self.pattern {
+                PatternArg::Smooth => Pattern::Smooth,
+                PatternArg::Bursty => Pattern::Bursty,
+            },
+            seed: self.seed,
+            params: self.params,
+            capacity: self.capacity,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -282,22 +293,7 @@ fn run() -> Result<()> {
 
 fn bench_sched(a: SchedArgs) -> Result<()> {
     let _ignored = (a.burst, a.debug);
-    let spec = BenchSpec {
-        alg: a.alg,
-        loops: a.loops,
-        qmin: a.qmin,
-        qmax: a.qmax,
-        flowsets: a.flowsets,
-        flows: a.flows,
-        len: a.len,
-        pattern: match a.pattern {
-            PatternArg::Smooth => Pattern::Smooth,
-            PatternArg::Bursty => Pattern::Bursty,
-        },
-        seed: a.seed,
-        params: a.params,
-        capacity: a.capacity,
-    };
+    let spec = a.workload.spec(a.alg, a.loops, a.qmin, a.qmax);
     let report = harness::run(&spec)?;
     if a.json {
         emit(&serde_json::to_string(&report)?)?;
@@ -310,22 +306,7 @@ fn bench_sched(a: SchedArgs) -> Result<()> {
 
 fn bench_wfi(a: WfiArgs) -> Result<()> {
     let spec = WfiSpec {
-        bench: BenchSpec {
-            alg: a.alg,
-            loops: 0,
-            qmin: a.qmin,
-            qmax: a.qmax,
-            flowsets: a.flowsets,
-            flows: a.flows,
-            len: a.len,
-            pattern: match a.pattern {
-                PatternArg::Smooth => Pattern::Smooth,
-                PatternArg::Bursty => Pattern::Bursty,
-            },
-            seed: a.seed,
-            params: a.params,
-            capacity: a.capacity,
-        },
+        bench: a.workload.spec(a.alg, 0, a.qmin, a.qmax),
         packets: a.packets,
         txq: a.txq,
         rate_bps: a.rate,
