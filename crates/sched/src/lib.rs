@@ -41,6 +41,8 @@ pub mod registry;
 pub mod scheduler;
 pub mod stats;
 pub mod table;
+#[cfg(test)]
+mod testing;
 pub mod util;
 pub mod vtime;
 

@@ -27,7 +27,6 @@ use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry::{AlgorithmInfo, Params};
 use crate::scheduler::Scheduler;
-use crate::stats::{Backlog, FlowStats, SchedStats};
 use crate::table::FlowTable;
 
 /// The flow table as a policy sees it.
@@ -207,28 +206,5 @@ impl<A: Policy, P: Packet> Scheduler<P> for Sched<A, P> {
         self.flows.head_len(f)
     }
 
-    fn backlog(&self) -> Backlog {
-        self.flows.backlog()
-    }
-
-    #[inline(always)]
-    fn is_empty(&self) -> bool {
-        self.flows.queued() == 0
-    }
-
-    fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {
-        self.flows.params_of(flow)
-    }
-
-    fn flow_stats(&self, flow: FlowId) -> Option<FlowStats> {
-        self.flows.stats_of(flow)
-    }
-
-    fn flows(&self) -> Vec<FlowId> {
-        self.flows.ids()
-    }
-
-    fn stats(&self) -> SchedStats {
-        self.flows.sched_stats(self.alg.counters())
-    }
+    crate::table::table_queries!(flows, |s| s.alg.counters());
 }

@@ -67,6 +67,41 @@
 //!   index is its own; entries never handed out have generation 0, so no [`FlowId`]
 //!   (always odd) matches them.
 
+/// The [`crate::Scheduler`] queries that every implementation answers from its flow table
+/// (`backlog`, `is_empty`, `flow_params`, `flow_stats`, `flows`, `stats`), written once:
+/// `table_queries!(field, counters)` inside an `impl Scheduler` block, `field` naming the
+/// [`FlowTable`] and `counters` a function of `&Self` giving the algorithm's own counters.
+macro_rules! table_queries {
+    ($table:ident, $counters:expr) => {
+        fn backlog(&self) -> $crate::stats::Backlog {
+            self.$table.backlog()
+        }
+
+        #[inline(always)]
+        fn is_empty(&self) -> bool {
+            self.$table.queued() == 0
+        }
+
+        fn flow_params(&self, flow: $crate::flow::FlowId) -> Option<$crate::flow::FlowParams> {
+            self.$table.params_of(flow)
+        }
+
+        fn flow_stats(&self, flow: $crate::flow::FlowId) -> Option<$crate::stats::FlowStats> {
+            self.$table.stats_of(flow)
+        }
+
+        fn flows(&self) -> Vec<$crate::flow::FlowId> {
+            self.$table.ids()
+        }
+
+        fn stats(&self) -> $crate::stats::SchedStats {
+            let counters: fn(&Self) -> Vec<(&'static str, u64)> = $counters;
+            self.$table.sched_stats(counters(self))
+        }
+    };
+}
+pub(crate) use table_queries;
+
 use crate::error::FlowError;
 use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;

@@ -221,9 +221,7 @@ mod tests {
             s.enqueue(a, Desc::new(i, 500)).unwrap();
             s.enqueue(b, Desc::new(100 + i, 500)).unwrap();
         }
-        let out: Vec<_> = std::iter::from_fn(|| s.dequeue())
-            .map(|(_, d)| d.cookie)
-            .collect();
+        let out: Vec<_> = crate::testing::drain_cookies(&mut s);
         // a sends 2 x 500 per visit, b (weight 2) 4 x 500
         assert_eq!(out, [0, 1, 100, 101, 102, 103, 2, 3, 104, 105, 4, 5]);
     }

@@ -242,9 +242,7 @@ mod tests {
             s.enqueue(a, Desc::new(i, 1500)).unwrap();
         }
         s.enqueue(b, Desc::new(10, 100)).unwrap();
-        let out: Vec<_> = std::iter::from_fn(|| s.dequeue())
-            .map(|(_, d)| d.cookie)
-            .collect();
+        let out: Vec<_> = crate::testing::drain_cookies(&mut s);
         assert_eq!(out, [0, 10, 1, 2]);
         let empty = s
             .stats()

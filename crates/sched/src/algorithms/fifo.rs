@@ -33,7 +33,6 @@ use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry::{Algorithm, AlgorithmInfo, Params, ServiceClass};
 use crate::scheduler::Scheduler;
-use crate::stats::{Backlog, FlowStats, SchedStats};
 use crate::table::{FlowTable, MAX_FLOWS};
 
 /// The registry entry of FIFO (see [`Fifo`] for the scheduler).
@@ -167,30 +166,7 @@ impl<P: Packet> Scheduler<P> for Fifo<P> {
         self.slot(pos).as_ref().map(|(_, p)| p.wire_len())
     }
 
-    fn backlog(&self) -> Backlog {
-        self.flows.backlog()
-    }
-
-    #[inline(always)]
-    fn is_empty(&self) -> bool {
-        self.flows.queued() == 0
-    }
-
-    fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {
-        self.flows.params_of(flow)
-    }
-
-    fn flow_stats(&self, flow: FlowId) -> Option<FlowStats> {
-        self.flows.stats_of(flow)
-    }
-
-    fn flows(&self) -> Vec<FlowId> {
-        self.flows.ids()
-    }
-
-    fn stats(&self) -> SchedStats {
-        self.flows.sched_stats(Vec::new())
-    }
+    crate::table::table_queries!(flows, |_| Vec::new());
 }
 
 #[cfg(test)]
@@ -207,9 +183,7 @@ mod tests {
             s.enqueue(f, Desc::new(i as u64, 100)).unwrap();
         }
         assert_eq!(s.peek_len(), Some(100));
-        let out: Vec<_> = std::iter::from_fn(|| s.dequeue())
-            .map(|(f, d)| (f, d.cookie))
-            .collect();
+        let out: Vec<_> = crate::testing::drain_pairs(&mut s);
         assert_eq!(out, [(a, 0), (b, 1), (b, 2), (a, 3), (b, 4)]);
         assert_eq!(s.flow_stats(b).unwrap().sent_pkts, 3);
         assert_eq!(s.peek_len(), None);

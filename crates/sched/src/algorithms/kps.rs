@@ -535,9 +535,7 @@ mod tests {
     }
 
     fn drain(s: &mut Sched<Kps, Desc>, names: &[(FlowId, char)]) -> String {
-        std::iter::from_fn(|| s.dequeue())
-            .map(|(f, _)| names.iter().find(|n| n.0 == f).unwrap().1)
-            .collect()
+        crate::testing::drain_names(s, names)
     }
 
     #[test]
@@ -702,9 +700,7 @@ mod tests {
         let k = usize::from(stratum_of(64, 1));
         assert_eq!(s.policy().wheels[k].full, 1 | 1 << 63);
         // a1's old front goes first, then a2's packets in order; nothing lost
-        let order: Vec<_> = std::iter::from_fn(|| s.dequeue())
-            .map(|(f, d)| (f, d.cookie))
-            .collect();
+        let order: Vec<_> = crate::testing::drain_pairs(&mut s);
         assert_eq!(order, [(a1, 1), (a2, 3), (a2, 4)]);
         assert_eq!(s.policy().nonempty, 0);
     }

@@ -34,7 +34,6 @@ use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry::{Algorithm, AlgorithmInfo, ParamInfo, Params, ServiceClass};
 use crate::scheduler::Scheduler;
-use crate::stats::{Backlog, FlowStats, SchedStats};
 use crate::table::{FlowTable, MAX_FLOWS, NIL};
 
 /// Most bands (one bit each in a `u64`).
@@ -289,30 +288,7 @@ impl<P: Packet> Scheduler<P> for Prio<P> {
         self.slot(s).pkt.as_ref().map(Packet::wire_len)
     }
 
-    fn backlog(&self) -> Backlog {
-        self.flows.backlog()
-    }
-
-    #[inline(always)]
-    fn is_empty(&self) -> bool {
-        self.flows.queued() == 0
-    }
-
-    fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {
-        self.flows.params_of(flow)
-    }
-
-    fn flow_stats(&self, flow: FlowId) -> Option<FlowStats> {
-        self.flows.stats_of(flow)
-    }
-
-    fn flows(&self) -> Vec<FlowId> {
-        self.flows.ids()
-    }
-
-    fn stats(&self) -> SchedStats {
-        self.flows.sched_stats(Vec::new())
-    }
+    crate::table::table_queries!(flows, |_| Vec::new());
 }
 
 #[cfg(test)]
@@ -321,9 +297,7 @@ mod tests {
     use crate::Desc;
 
     fn drain(s: &mut Prio<Desc>) -> Vec<u64> {
-        std::iter::from_fn(|| s.dequeue())
-            .map(|(_, d)| d.cookie)
-            .collect()
+        crate::testing::drain_cookies(s)
     }
 
     #[test]

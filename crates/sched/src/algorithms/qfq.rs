@@ -849,9 +849,7 @@ mod tests {
         for i in 0..4 {
             s.enqueue(b, Desc::new(10 + i, 1024)).unwrap();
         }
-        let who: String = std::iter::from_fn(|| s.dequeue())
-            .map(|(f, _)| if f == a { 'a' } else { 'b' })
-            .collect();
+        let who: String = crate::testing::drain_names(&mut s, &[(a, 'a'), (b, 'b')]);
         assert_eq!(who, "abababab");
     }
 

@@ -231,9 +231,7 @@ mod tests {
                 s.enqueue(id, Desc::new(10 * k as u64 + i, 1024)).unwrap();
             }
         }
-        let out: Vec<u64> = std::iter::from_fn(|| s.dequeue())
-            .map(|(_, p)| p.cookie)
-            .collect();
+        let out: Vec<u64> = crate::testing::drain_cookies(&mut s);
         assert_eq!(out, [0, 10, 20, 30, 1, 11, 21, 31, 2, 12, 22, 32]);
         let c = s.stats().algorithm;
         assert!(c.contains(&("services", 6)), "{c:?}");

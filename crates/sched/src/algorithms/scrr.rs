@@ -990,9 +990,7 @@ mod tests {
     }
 
     fn drain<V: Variant>(s: &mut S<V>) -> Vec<u64> {
-        std::iter::from_fn(|| s.dequeue())
-            .map(|(_, d)| d.cookie)
-            .collect()
+        crate::testing::drain_cookies(s)
     }
 
     fn counter<V: Variant>(s: &S<V>, name: &str) -> u64 {

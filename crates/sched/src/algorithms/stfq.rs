@@ -55,9 +55,7 @@ mod tests {
         for i in 0..5 {
             s.enqueue(b, Desc::new(10 + i, 250)).unwrap();
         }
-        let out: Vec<_> = std::iter::from_fn(|| s.dequeue())
-            .map(|(_, d)| d.cookie)
-            .collect();
+        let out: Vec<_> = crate::testing::drain_cookies(&mut s);
         assert_eq!(out, [0, 10, 11, 12, 13, 1, 14, 2]);
     }
 

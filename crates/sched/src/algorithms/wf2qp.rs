@@ -288,9 +288,7 @@ mod tests {
         for i in 0..4 {
             s.enqueue(b, Desc::new(100 + i, 100)).unwrap();
         }
-        let who: String = std::iter::from_fn(|| s.dequeue())
-            .map(|(f, _)| if f == a { 'a' } else { 'b' })
-            .collect();
+        let who: String = crate::testing::drain_names(&mut s, &[(a, 'a'), (b, 'b')]);
         assert_eq!(who, "abaaabaaabab");
     }
 

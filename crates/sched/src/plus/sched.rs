@@ -561,9 +561,7 @@ mod tests {
         assert_eq!(s.remove_flow(a).unwrap().len(), 3);
         assert_eq!(s.policy().aggregates().live(), 2);
         s.policy().check(s.flow_table());
-        let out: Vec<u64> = std::iter::from_fn(|| s.dequeue())
-            .map(|(_, p)| p.cookie)
-            .collect();
+        let out: Vec<u64> = crate::testing::drain_cookies(&mut s);
         assert_eq!(out, [10, 11, 12]);
     }
 }
