@@ -1,0 +1,39 @@
+//! The interface between the engine and packet output.
+
+/// Something packets can be sent to: opens one [`Sender`] per transmitting thread.
+pub trait Backend: Send + Sync {
+    /// Short name (`null`, `udp`, `pcap`).
+    fn name(&self) -> &'static str;
+    /// A sender for the transmitting thread number `thread` (0-based; the arbiter, a
+    /// dispatcher or a client, depending on the hand-off mode).
+    fn open(&self, thread: usize) -> Result<Box<dyn Sender>, SendError>;
+}
+
+/// One thread's way out. Not shared: each transmitting thread owns its sender.
+pub trait Sender: Send {
+    /// Transmits a batch, in order. Returns how many packets were handed to the output;
+    /// the rest (from the first one that failed) were not sent, and the caller counts them
+    /// as drops with the error as reason.
+    fn send(&mut self, batch: &[crate::Pkt]) -> Result<usize, SendError>;
+    /// Pushes out anything buffered (called when the engine stops).
+    fn flush(&mut self) -> Result<(), SendError> {
+        Ok(())
+    }
+}
+
+/// Why a backend could not be opened or could not send.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// An operating-system call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done (`sendmmsg to 127.0.0.1:9000`, `create pcap file x.pcap`).
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The backend was configured wrongly.
+    #[error("{0}")]
+    Config(String),
+}
