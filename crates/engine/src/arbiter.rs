@@ -1,0 +1,528 @@
+//! The arbiter: the one thread that runs the scheduling algorithm (PSPAT section 3.4).
+//!
+//! [`Arbiter::scan`] is `do_scan()` of Figure 5:
+//!
+//! 1. take a timestamp `now`;
+//! 2. if Delta_A has passed since the last drain, visit the active clients and move every
+//!    packet from their mailboxes into the scheduler, so that everything that arrived before
+//!    `now` competes for the link. Mailbox slots stay occupied (extracted, not released)
+//!    until the scheduler sends or drops the packet: a client can never have more packets
+//!    in the scheduler than its mailbox has slots;
+//! 3. while the emulated link is idle at `now`, dequeue a packet, charge its transmission
+//!    time to the link, release its client's slot and hand it on; when the scheduler runs
+//!    dry, pull the link's clock up to `now` (no credit for idle time);
+//! 4. hand-off: send the batch (arbiter mode), or wake the dispatchers / clients that
+//!    received packets, with one fence for all of them.
+//!
+//! [`Arbiter::run`] loops over `scan` and decides how to wait (section 3.5): spin while the
+//! link is about to be idle, sleep until `link_idle` when it is far, spin T_w when there is
+//! no traffic and then block until a client wakes it.
+//!
+//! Order: a client's packets enter the scheduler in submission order, and the scheduler
+//! keeps each flow FIFO, so a client's packets to one flow leave in order; dispatcher
+//! `c % T` and the client's own return mailbox keep that order to the wire.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pspat_io::Pkt;
+use pspat_mailbox::{Consumer, Producer};
+use pspat_sched::{DropReason, FlowId, Scheduler};
+
+use crate::clock;
+use crate::config::EngineConfig;
+use crate::link::Link;
+use crate::shared::Shared;
+use crate::stats::reason_slot;
+use crate::tx::Transmitter;
+use crate::wake::publish_fence;
+
+/// Links shorter than this are waited for by spinning; longer ones by sleeping (the OS
+/// timer slack makes shorter sleeps overshoot).
+const SLEEP_MIN_NS: u64 = 200_000;
+/// How much earlier than `link_idle` a link sleep ends, to absorb wake-up latency.
+const SLEEP_EARLY_NS: u64 = 100_000;
+/// Longest block when idle; the arbiter re-checks for a stop request this often anyway.
+const IDLE_BLOCK: Duration = Duration::from_millis(200);
+
+/// The arbiter's view of one client.
+pub(crate) struct ClientPort {
+    /// Consumer end of the client's mailbox.
+    pub(crate) mailbox: Consumer<Pkt>,
+    /// Client hand-off mode: producer end of the client's return mailbox.
+    pub(crate) cleared: Option<Producer<Pkt>>,
+    /// Client hand-off mode: the client's `drained` counter when last read.
+    drained_seen: u64,
+    /// Last time the mailbox had something, ns.
+    last_busy_ns: u64,
+}
+
+impl ClientPort {
+    pub(crate) fn new(mailbox: Consumer<Pkt>, cleared: Option<Producer<Pkt>>) -> Self {
+        Self {
+            mailbox,
+            cleared,
+            drained_seen: 0,
+            last_busy_ns: 0,
+        }
+    }
+}
+
+/// Where cleared packets go.
+pub(crate) enum Output {
+    /// The arbiter sends them itself.
+    Arbiter(Transmitter),
+    /// TX mailboxes of the dispatchers, and which ones received packets in this scan.
+    Dispatchers {
+        mailboxes: Vec<Producer<Pkt>>,
+        touched: Vec<bool>,
+    },
+    /// Each client's return mailbox (in [`ClientPort::cleared`]); which were touched.
+    Clients { touched: Vec<u32> },
+}
+
+/// What one scan did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanOutcome {
+    /// Packets moved from mailboxes into the scheduler (including the ones it dropped).
+    pub drained: u32,
+    /// Packets released onto the link.
+    pub sent: u32,
+}
+
+/// The arbiter state, generic over the scheduler so that the hot loop is monomorphised.
+pub(crate) struct Arbiter<S: Scheduler<Pkt>> {
+    sched: S,
+    link: Link,
+    ports: Vec<ClientPort>,
+    flows: Vec<FlowId>,
+    shared: Arc<Shared>,
+    out: Output,
+    /// A packet dequeued but refused by a full TX mailbox; sent first on the next scan.
+    stash: Option<Pkt>,
+    /// Aggregation: members of a dequeued aggregate not handed on yet (flow, count).
+    pending: Option<(u32, u32)>,
+    delta_a_ns: u64,
+    next_drain_ns: u64,
+    spin_ns: u64,
+    client_idle_ns: u64,
+    /// Decision aggregation: byte budget of one decision (0 = off) and, per flow, the
+    /// packets behind each aggregate in the scheduler.
+    aggregate_bytes: u64,
+    members: Vec<VecDeque<Pkt>>,
+    /// Aggregation: the largest aggregate each flow accepts (its `max_len`).
+    max_len: Vec<u32>,
+    client_mode: bool,
+}
+
+impl<S: Scheduler<Pkt>> Arbiter<S> {
+    pub(crate) fn new(
+        sched: S,
+        cfg: &EngineConfig,
+        flows: Vec<FlowId>,
+        ports: Vec<ClientPort>,
+        shared: Arc<Shared>,
+        out: Output,
+    ) -> Self {
+        let link = Link::new(cfg.rate_bps);
+        let aggregate_bytes = if cfg.aggregate_ns == 0 {
+            0
+        } else if cfg.rate_bps == 0 {
+            // An infinitely fast link: "N ns worth" is unbounded; cap at 64 KB.
+            65_536
+        } else {
+            (u128::from(cfg.aggregate_ns) * u128::from(cfg.rate_bps) / 8_000_000_000).max(1) as u64
+        };
+        let members = if aggregate_bytes > 0 {
+            flows
+                .iter()
+                .map(|_| VecDeque::with_capacity(cfg.mailbox_entries))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let client_mode = matches!(out, Output::Clients { .. });
+        Self {
+            sched,
+            link,
+            ports,
+            flows,
+            shared,
+            out,
+            stash: None,
+            pending: None,
+            delta_a_ns: cfg.delta_a_ns,
+            next_drain_ns: 0,
+            spin_ns: cfg.spin_ns,
+            client_idle_ns: cfg.client_idle_ns,
+            aggregate_bytes,
+            members,
+            max_len: cfg.flows.iter().map(|f| f.max_len).collect(),
+            client_mode,
+        }
+    }
+
+    /// `do_scan()`: see the module docs.
+    pub(crate) fn scan(&mut self, now: u64) -> ScanOutcome {
+        let counters = &self.shared.arbiter_counters.0;
+        counters.scans.add(1);
+        let mut outcome = ScanOutcome::default();
+        if now >= self.next_drain_ns {
+            self.next_drain_ns = now + self.delta_a_ns;
+            counters.drains.add(1);
+            outcome.drained = self.drain_clients(now);
+        }
+        outcome.sent = self.release(now);
+        self.hand_off();
+        outcome
+    }
+
+    /// Block 1: mailboxes into the scheduler.
+    fn drain_clients(&mut self, now: u64) -> u32 {
+        let shared = Arc::clone(&self.shared);
+        let mut drained = 0u32;
+        shared.activity.for_each_active(|c| {
+            let mut got = 0u32;
+            if self.client_mode {
+                self.release_drained(c);
+            }
+            if self.aggregate_bytes > 0 {
+                got = self.drain_aggregating(c);
+            } else {
+                while let Some(p) = self.ports[c].mailbox.extract() {
+                    self.enqueue(p, 1);
+                    got += 1;
+                }
+            }
+            drained += got;
+            let port = &mut self.ports[c];
+            if got > 0 {
+                port.last_busy_ns = now;
+            } else if now.saturating_sub(port.last_busy_ns) > self.client_idle_ns {
+                // Idle for a while and nothing of it is queued: stop visiting it. The
+                // re-check after the fence catches a packet pushed meanwhile (see
+                // Activity::deactivate).
+                shared.activity.deactivate(c);
+                shared.arbiter_counters.0.deactivations.add(1);
+                if port.mailbox.has_message() {
+                    shared.activity.mark(c);
+                }
+            }
+        });
+        drained
+    }
+
+    /// Client hand-off mode: give back the mailbox slots of packets the client sent.
+    fn release_drained(&mut self, c: usize) {
+        let drained = self.shared.counters[c].client.0.drained.get();
+        let port = &mut self.ports[c];
+        let n = drained - port.drained_seen;
+        if n > 0 {
+            port.drained_seen = drained;
+            port.mailbox.release(n as usize);
+        }
+    }
+
+    /// Decision aggregation: consecutive packets of one client and flow, up to
+    /// `aggregate_bytes`, become one scheduler packet; the members wait in `members`.
+    fn drain_aggregating(&mut self, c: usize) -> u32 {
+        let mut got = 0;
+        let mut head: Option<(Pkt, u32)> = None; // aggregate so far, member count
+        while let Some(p) = self.ports[c].mailbox.extract() {
+            got += 1;
+            if let Some((agg, k)) = head.as_mut() {
+                let len = u64::from(agg.len) + u64::from(p.len);
+                let flow_max = self.max_len.get(p.flow as usize).copied().unwrap_or(0);
+                if agg.flow == p.flow && len <= self.aggregate_bytes && len <= u64::from(flow_max) {
+                    agg.len += p.len;
+                    *k += 1;
+                    if let Some(m) = self.members.get_mut(p.flow as usize) {
+                        m.push_back(p);
+                    }
+                    continue;
+                }
+                let (agg, k) = head.take().expect("checked above");
+                self.enqueue(agg, k);
+            }
+            if let Some(m) = self.members.get_mut(p.flow as usize) {
+                m.push_back(p);
+            }
+            head = Some((p, 1));
+        }
+        if let Some((agg, k)) = head {
+            self.enqueue(agg, k);
+        }
+        got
+    }
+
+    /// Enqueues `p` standing for `k` packets (k > 1 only when aggregating). A refusal is
+    /// counted against the client, signalled to it, and its slots released.
+    fn enqueue(&mut self, mut p: Pkt, k: u32) {
+        let c = p.client as usize;
+        let counters = &self.shared.counters[c];
+        let flow = self.flows.get(p.flow as usize).copied();
+        if self.aggregate_bytes > 0 {
+            // The count travels in the descriptor's free word until dequeue.
+            p.depart_ns = u64::from(k);
+        }
+        let result = match flow {
+            Some(f) => self.sched.enqueue(f, p).map_err(|r| r.reason),
+            None => Err(DropReason::UnknownFlow),
+        };
+        match result {
+            Ok(()) => {
+                counters.arbiter.0.enqueued.add(u64::from(k));
+                self.shared.arbiter_counters.0.sched_backlog.add(1);
+            }
+            Err(reason) => {
+                counters.arbiter.0.dropped[reason_slot(reason)].add(u64::from(k));
+                counters.signal.0.drops.add(u64::from(k));
+                if self.aggregate_bytes > 0 {
+                    if let Some(m) = self.members.get_mut(p.flow as usize) {
+                        // The refused aggregate's members are the newest of the flow.
+                        for _ in 0..k {
+                            m.pop_back();
+                        }
+                    }
+                }
+                self.ports[c].mailbox.release(k as usize);
+            }
+        }
+    }
+
+    /// Block 2: release packets onto the emulated link while it is idle at `now`.
+    fn release(&mut self, now: u64) -> u32 {
+        let mut sent = 0;
+        if let Some(p) = self.stash.take() {
+            if !self.output(p) {
+                self.shared.arbiter_counters.0.tx_stalls.add(1);
+                return 0;
+            }
+        }
+        if !self.release_members(&mut sent) {
+            return sent;
+        }
+        while self.link.is_idle(now) {
+            let Some((_, p)) = self.sched.dequeue() else {
+                self.link.reset(now);
+                break;
+            };
+            self.shared.arbiter_counters.0.sched_backlog.sub(1);
+            if self.aggregate_bytes > 0 {
+                // One decision, `k` packets: all of them leave now, back to back.
+                self.pending = Some((p.flow, p.depart_ns as u32));
+                if !self.release_members(&mut sent) {
+                    break;
+                }
+            } else {
+                sent += 1;
+                if !self.depart(p) {
+                    self.shared.arbiter_counters.0.tx_stalls.add(1);
+                    break;
+                }
+            }
+        }
+        sent
+    }
+
+    /// Aggregation: hands on the members of the aggregate being released. Returns false
+    /// if a full dispatcher mailbox stopped it (the rest stay pending).
+    fn release_members(&mut self, sent: &mut u32) -> bool {
+        while let Some((flow, k)) = self.pending {
+            if k == 0 {
+                self.pending = None;
+                break;
+            }
+            self.pending = Some((flow, k - 1));
+            let Some(m) = self
+                .members
+                .get_mut(flow as usize)
+                .and_then(VecDeque::pop_front)
+            else {
+                self.pending = None;
+                break;
+            };
+            *sent += 1;
+            if !self.depart(m) {
+                self.shared.arbiter_counters.0.tx_stalls.add(1);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// One packet leaves the scheduler: charge the link, release its slot, hand it on.
+    /// Returns false if it had to be stashed.
+    #[inline]
+    fn depart(&mut self, mut p: Pkt) -> bool {
+        p.depart_ns = self.link.transmit(p.len);
+        let c = p.client as usize;
+        let a = &self.shared.counters[c].arbiter.0;
+        a.scheduled.add(1);
+        a.scheduled_bytes.add(u64::from(p.len));
+        if !self.client_mode {
+            self.ports[c].mailbox.release(1);
+        }
+        self.output(p)
+    }
+
+    /// Hands a packet to its output; stashes it if a dispatcher mailbox is full.
+    #[inline]
+    fn output(&mut self, p: Pkt) -> bool {
+        match &mut self.out {
+            Output::Arbiter(tx) => {
+                tx.push(p);
+                true
+            }
+            Output::Dispatchers { mailboxes, touched } => {
+                let d = p.client as usize % mailboxes.len();
+                touched[d] = true;
+                match mailboxes[d].push(p) {
+                    Ok(()) => true,
+                    Err(p) => {
+                        self.stash = Some(p);
+                        false
+                    }
+                }
+            }
+            Output::Clients { touched } => {
+                let c = p.client as usize;
+                let port = &mut self.ports[c];
+                let cleared = port
+                    .cleared
+                    .as_mut()
+                    .expect("client mode has return mailboxes");
+                // Cannot fail: the return mailbox is twice the client mailbox, and a
+                // client has at most a mailbox's worth of packets not yet drained.
+                if cleared.push(p).is_err() {
+                    self.stash = Some(p);
+                    return false;
+                }
+                if touched.last() != Some(&p.client) {
+                    touched.push(p.client);
+                }
+                true
+            }
+        }
+    }
+
+    /// Block 3: send or notify.
+    fn hand_off(&mut self) {
+        match &mut self.out {
+            Output::Arbiter(tx) => tx.flush(),
+            Output::Dispatchers { touched, .. } => {
+                if touched.iter().any(|&t| t) {
+                    publish_fence();
+                    for (d, t) in touched.iter_mut().enumerate() {
+                        if std::mem::take(t) {
+                            self.shared.dispatchers[d].0.wake();
+                        }
+                    }
+                }
+            }
+            Output::Clients { touched } => {
+                if !touched.is_empty() {
+                    publish_fence();
+                    for c in touched.drain(..) {
+                        self.shared.clients[c as usize].0.wake();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether anything is waiting in the scheduler or the stash.
+    fn has_backlog(&self) -> bool {
+        !self.sched.is_empty() || self.stash.is_some() || self.pending.is_some()
+    }
+
+    /// The arbiter thread's loop, until a stop is requested (and, when asked, until
+    /// everything queued is sent). Returns the scheduler for the final report.
+    pub(crate) fn run(mut self) -> ArbiterExit<S> {
+        let shared = Arc::clone(&self.shared);
+        let parker = &shared.arbiter.0;
+        parker.register_current();
+        // The link starts now: no credit for the time before the engine ran.
+        self.link.reset(clock::now_ns());
+        let mut idle_since: Option<u64> = None;
+        loop {
+            let now = clock::now_ns();
+            let outcome = self.scan(now);
+            if let Some(drain) = self.shared.stopping() {
+                if !drain || (!self.has_backlog() && self.mailboxes_empty()) {
+                    break;
+                }
+            }
+            if outcome.drained > 0 || outcome.sent > 0 {
+                idle_since = None;
+            }
+            if self.has_backlog() {
+                if self.stash.is_some() {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let wait = self.link.idle_at_ns().saturating_sub(clock::now_ns());
+                if wait >= SLEEP_MIN_NS {
+                    self.sleep_link(wait - SLEEP_EARLY_NS);
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            let since = *idle_since.get_or_insert(now);
+            if now - since < self.spin_ns {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Idle for T_w: announce the sleep, look once more, block.
+            parker.prepare();
+            self.next_drain_ns = 0;
+            let again = self.scan(clock::now_ns());
+            if again.drained > 0 || self.has_backlog() || self.shared.stopping().is_some() {
+                parker.cancel();
+                idle_since = None;
+                continue;
+            }
+            let t0 = clock::now_ns();
+            let c = &self.shared.arbiter_counters.0;
+            c.idle_sleeps.add(1);
+            parker.sleep(Some(IDLE_BLOCK));
+            c.slept_ns.add(clock::now_ns() - t0);
+            idle_since = None;
+        }
+        if let Output::Arbiter(tx) = &mut self.out {
+            tx.finish();
+        }
+        ArbiterExit {
+            sched: self.sched,
+            stashed: self.stash.is_some(),
+            members_left: self.members.iter().map(|m| m.len() as u64).sum(),
+            send_error: match &self.out {
+                Output::Arbiter(tx) => tx.last_error.clone(),
+                _ => None,
+            },
+        }
+    }
+
+    fn sleep_link(&self, ns: u64) {
+        let t0 = clock::now_ns();
+        let c = &self.shared.arbiter_counters.0;
+        c.link_sleeps.add(1);
+        std::thread::sleep(Duration::from_nanos(ns));
+        c.slept_ns.add(clock::now_ns() - t0);
+    }
+
+    /// Whether every client mailbox is empty (for a draining stop).
+    fn mailboxes_empty(&self) -> bool {
+        self.ports.iter().all(|p| !p.mailbox.has_message())
+    }
+}
+
+/// What the arbiter thread returns.
+pub(crate) struct ArbiterExit<S> {
+    pub(crate) sched: S,
+    pub(crate) stashed: bool,
+    pub(crate) members_left: u64,
+    pub(crate) send_error: Option<String>,
+}

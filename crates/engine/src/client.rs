@@ -1,0 +1,217 @@
+//! A client: one sending thread's handle on the engine (PSPAT section 3.1).
+//!
+//! `submit` pushes a descriptor into the client's private mailbox, marks the client active
+//! and wakes the arbiter if it may be asleep; nothing else is shared with other clients.
+//! A full mailbox is reported at once; a drop the scheduler decides later is reported on
+//! the next `submit` (the backpressure flag of the paper), and counted either way.
+//!
+//! In the client hand-off mode (MYSCHED's `drain()`), the arbiter gives the client its
+//! cleared packets back through a second mailbox, and the client transmits them itself
+//! with [`Client::drain`]; `submit` drains opportunistically.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pspat_io::Pkt;
+use pspat_mailbox::{Consumer, Producer};
+
+use crate::clock;
+use crate::shared::Shared;
+use crate::tx::Transmitter;
+use crate::wake::publish_fence;
+
+/// Why a packet was not accepted by `submit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// The client's mailbox is full: the scheduler holds as many of this client's packets
+    /// as the mailbox has slots. Retry later or drop (the refusal is counted).
+    #[error("client mailbox full")]
+    MailboxFull,
+    /// A zero length is not a packet.
+    #[error("packet length 0")]
+    ZeroLength,
+    /// The engine is stopping.
+    #[error("engine stopped")]
+    Stopped,
+}
+
+/// What `submit` reports when it accepted the packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Accepted {
+    /// Packets of this client the scheduler dropped since the previous `submit` (the
+    /// backpressure flag); see [`crate::EngineReport`] for their reasons.
+    pub dropped_before: u64,
+}
+
+/// The client hand-off mode's state: cleared packets to transmit.
+pub(crate) struct OwnTx {
+    pub(crate) cleared: Consumer<Pkt>,
+    pub(crate) tx: Transmitter,
+}
+
+/// One sending thread's handle. `Send`, not `Sync`: give each thread its own.
+pub struct Client {
+    id: u32,
+    seq: u32,
+    mailbox: Producer<Pkt>,
+    shared: Arc<Shared>,
+    drops_seen: u64,
+    own: Option<OwnTx>,
+}
+
+impl Client {
+    pub(crate) fn new(
+        id: u32,
+        mailbox: Producer<Pkt>,
+        shared: Arc<Shared>,
+        own: Option<OwnTx>,
+    ) -> Self {
+        Self {
+            id,
+            seq: 0,
+            mailbox,
+            shared,
+            drops_seen: 0,
+            own,
+        }
+    }
+
+    /// This client's index (the `client` field of its packets, and its row in reports).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Submits a packet of `len` bytes for `flow`, stamped now.
+    #[inline]
+    pub fn submit(&mut self, flow: u32, len: u32) -> Result<Accepted, SubmitError> {
+        self.submit_at(flow, len, clock::now_ns())
+    }
+
+    /// Submits a packet stamped `now_ns` (a reading of [`clock::now_ns`] the caller already
+    /// has, saving one).
+    #[inline]
+    pub fn submit_at(&mut self, flow: u32, len: u32, now_ns: u64) -> Result<Accepted, SubmitError> {
+        if len == 0 {
+            return Err(SubmitError::ZeroLength);
+        }
+        if self.own.is_some() {
+            self.drain();
+        }
+        let pkt = Pkt {
+            len,
+            client: self.id,
+            flow,
+            seq: self.seq,
+            submit_ns: now_ns,
+            depart_ns: 0,
+        };
+        let counters = &self.shared.counters[self.id as usize];
+        if self.mailbox.push(pkt).is_err() {
+            counters.client.0.mailbox_full.add(1);
+            if self.shared.stopping().is_some() {
+                return Err(SubmitError::Stopped);
+            }
+            return Err(SubmitError::MailboxFull);
+        }
+        self.seq = self.seq.wrapping_add(1);
+        counters.client.0.submitted.add(1);
+        counters.client.0.submitted_bytes.add(u64::from(len));
+        // Dekker with the arbiter: our push, then its sleep flag and our activity bit.
+        publish_fence();
+        self.shared.activity.mark(self.id as usize);
+        self.shared.arbiter.0.wake();
+        let drops = counters.signal.0.drops.get();
+        let dropped_before = drops - self.drops_seen;
+        self.drops_seen = drops;
+        Ok(Accepted { dropped_before })
+    }
+
+    /// Packets the scheduler dropped for this client so far (all reasons).
+    pub fn drops(&self) -> u64 {
+        self.shared.counters[self.id as usize].signal.0.drops.get()
+    }
+
+    /// Packets submitted and neither dropped nor done yet: done means released onto the
+    /// link, or, when this client transmits itself, handed to its backend.
+    pub fn in_flight(&self) -> u64 {
+        let c = &self.shared.counters[self.id as usize];
+        let done = if self.own.is_some() {
+            c.tx.0.sent.get() + c.tx.0.send_failed.get()
+        } else {
+            c.arbiter.0.scheduled.get()
+        };
+        c.client.0.submitted.get() - c.signal.0.drops.get() - done
+    }
+
+    /// Whether the next `submit` would find the mailbox full right now.
+    pub fn is_full(&self) -> bool {
+        self.mailbox.is_full()
+    }
+
+    /// Client hand-off mode: transmits the packets the arbiter cleared for this client.
+    /// Returns how many were handed to the backend (sent or failed). A no-op in the other
+    /// modes.
+    pub fn drain(&mut self) -> usize {
+        let Some(own) = self.own.as_mut() else {
+            return 0;
+        };
+        let mut n = 0;
+        while let Some(p) = own.cleared.pop() {
+            own.tx.push(p);
+            n += 1;
+        }
+        if n > 0 {
+            own.tx.flush();
+            // Tell the arbiter these mailbox slots can be reused (it releases them on its
+            // next visit, so make sure it visits).
+            self.shared.counters[self.id as usize]
+                .client
+                .0
+                .drained
+                .add(n as u64);
+            publish_fence();
+            self.shared.activity.mark(self.id as usize);
+            self.shared.arbiter.0.wake();
+        }
+        n
+    }
+
+    /// Client hand-off mode: waits up to `timeout` for cleared packets, transmitting them;
+    /// returns how many. Sleeps without spinning; the arbiter wakes it. Other modes: sleeps
+    /// for `timeout`.
+    pub fn wait_and_drain(&mut self, timeout: Duration) -> usize {
+        if self.own.is_none() {
+            std::thread::sleep(timeout);
+            return 0;
+        }
+        let n = self.drain();
+        if n > 0 {
+            return n;
+        }
+        let parker = &self.shared.clients[self.id as usize].0;
+        parker.register_current();
+        parker.prepare();
+        let has = self.own.as_ref().is_some_and(|o| o.cleared.has_message());
+        if has || self.shared.stopping().is_some() {
+            parker.cancel();
+        } else {
+            parker.sleep(Some(timeout));
+        }
+        self.drain()
+    }
+
+    /// Whether this client transmits its own cleared packets.
+    pub fn transmits_itself(&self) -> bool {
+        self.own.is_some()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // Client mode: what was cleared already is sent, not forgotten.
+        self.drain();
+        if let Some(own) = self.own.as_mut() {
+            own.tx.finish();
+        }
+    }
+}

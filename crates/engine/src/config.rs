@@ -1,0 +1,134 @@
+//! What an engine is built from.
+
+use pspat_sched::registry::Params;
+use pspat_sched::FlowParams;
+
+/// Who transmits the packets the arbiter cleared (the kernel implementation's `xmit_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handoff {
+    /// The arbiter transmits, in batches at the end of each scan (best when sending is
+    /// cheap: netmap, DPDK, the null backend).
+    Arbiter,
+    /// `n` dispatcher threads each drain a TX mailbox; client `c`'s packets go to
+    /// dispatcher `c % n`, so a client's packets stay in order.
+    Dispatchers(usize),
+    /// Each client transmits its own cleared packets (MYSCHED's `drain()`, the userspace
+    /// PSPAT mode): the arbiter only decides.
+    Clients,
+}
+
+impl std::fmt::Display for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Handoff::Arbiter => f.write_str("arbiter"),
+            Handoff::Dispatchers(n) => write!(f, "dispatchers:{n}"),
+            Handoff::Clients => f.write_str("clients"),
+        }
+    }
+}
+
+impl std::str::FromStr for Handoff {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "arbiter" => Ok(Handoff::Arbiter),
+            "clients" | "client" => Ok(Handoff::Clients),
+            "dispatcher" | "dispatchers" => Ok(Handoff::Dispatchers(1)),
+            _ => match s.split_once(':') {
+                Some(("dispatchers" | "dispatcher", n)) => match n.parse::<usize>() {
+                    Ok(n) if (1..=64).contains(&n) => Ok(Handoff::Dispatchers(n)),
+                    _ => Err(format!(
+                        "hand-off `{s}`: the number of dispatchers must be 1..=64"
+                    )),
+                },
+                _ => Err(format!(
+                    "unknown hand-off mode `{s}` (expected arbiter, dispatchers[:N] or clients)"
+                )),
+            },
+        }
+    }
+}
+
+/// One client of the engine.
+#[derive(Clone, Debug, Default)]
+pub struct ClientConfig {
+    /// Record this client's submit-to-transmit latency (a "victim").
+    pub track_latency: bool,
+}
+
+/// Everything needed to start an engine.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Scheduling algorithm, by registry name (`qfq+`, `drr`, ...).
+    pub algorithm: String,
+    /// Its parameters.
+    pub params: Params,
+    /// Emulated link rate in bits per second; 0 = unlimited (decisions as fast as possible).
+    pub rate_bps: u64,
+    /// Scheduler flows; a packet names one by its index in this list.
+    pub flows: Vec<FlowParams>,
+    /// Clients, one handle each.
+    pub clients: Vec<ClientConfig>,
+    /// Slots per client mailbox (power of two; one cache line of them is slack).
+    pub mailbox_entries: usize,
+    /// Cache line size in bytes, for mailbox layout.
+    pub line_bytes: usize,
+    /// Slots per dispatcher TX mailbox.
+    pub tx_mailbox_entries: usize,
+    /// Who transmits.
+    pub handoff: Handoff,
+    /// Largest batch handed to a backend sender.
+    pub tx_batch: usize,
+    /// Delta_A: the arbiter reads client mailboxes at most once per this many ns.
+    pub delta_a_ns: u64,
+    /// T_w: how long an idle arbiter or dispatcher spins before it blocks, in ns.
+    pub spin_ns: u64,
+    /// A client idle this long (ns) leaves the arbiter's scan list.
+    pub client_idle_ns: u64,
+    /// Decision aggregation (PSPAT section 6.3.1): one scheduler decision covers up to
+    /// this many ns of consecutive packets of one client and flow; 0 = off.
+    pub aggregate_ns: u64,
+}
+
+impl EngineConfig {
+    /// Defaults for `algorithm` with the given flows and clients: 10 Gbit/s, 512-slot
+    /// mailboxes, arbiter hand-off, Delta_A = 1 us, T_w = 50 us.
+    pub fn new(algorithm: &str, flows: Vec<FlowParams>, clients: Vec<ClientConfig>) -> Self {
+        Self {
+            algorithm: algorithm.to_string(),
+            params: Params::new(),
+            rate_bps: 10_000_000_000,
+            flows,
+            clients,
+            mailbox_entries: 512,
+            line_bytes: 64,
+            tx_mailbox_entries: 2048,
+            handoff: Handoff::Arbiter,
+            tx_batch: 64,
+            delta_a_ns: 1_000,
+            spin_ns: 50_000,
+            client_idle_ns: 1_000_000,
+            aggregate_ns: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handoff_parses_and_names_bad_input() {
+        assert_eq!("arbiter".parse(), Ok(Handoff::Arbiter));
+        assert_eq!("clients".parse(), Ok(Handoff::Clients));
+        assert_eq!("dispatchers:4".parse(), Ok(Handoff::Dispatchers(4)));
+        assert_eq!("dispatchers".parse(), Ok(Handoff::Dispatchers(1)));
+        let e = "dispatchers:0".parse::<Handoff>().unwrap_err();
+        assert!(e.contains("1..=64"), "{e}");
+        let e = "nic".parse::<Handoff>().unwrap_err();
+        assert!(e.contains("`nic`"), "{e}");
+        for h in [Handoff::Arbiter, Handoff::Clients, Handoff::Dispatchers(3)] {
+            assert_eq!(h.to_string().parse(), Ok(h));
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! State shared by every thread of one engine.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::activity::Activity;
+use crate::latency::LatencyBoard;
+use crate::stats::{ClientCounters, Counter, Padded};
+use crate::wake::Parker;
+
+/// Arbiter-wide counters (arbiter-written).
+#[derive(Debug, Default)]
+pub struct ArbiterCounters {
+    /// Calls of `do_scan`.
+    pub scans: Counter,
+    /// Scans that read the client mailboxes (at most one per Delta_A).
+    pub drains: Counter,
+    /// Times the arbiter blocked because it had no work (after spinning T_w).
+    pub idle_sleeps: Counter,
+    /// Times the arbiter slept until the emulated link was idle.
+    pub link_sleeps: Counter,
+    /// Packets currently in the scheduler.
+    pub sched_backlog: Counter,
+    /// Scans that could not hand a packet to a full dispatcher mailbox.
+    pub tx_stalls: Counter,
+    /// Nanoseconds the arbiter spent blocked (idle sleeps and link sleeps).
+    pub slept_ns: Counter,
+    /// Clients whose activity bit was cleared after an idle period.
+    pub deactivations: Counter,
+}
+
+/// Everything the threads of an engine share.
+pub struct Shared {
+    /// Which clients the arbiter must visit.
+    pub activity: Activity,
+    /// The arbiter's sleep flag.
+    pub arbiter: Padded<Parker>,
+    /// Per-client sleep flags (client hand-off mode: clients wait for cleared packets).
+    pub clients: Box<[Padded<Parker>]>,
+    /// Per-dispatcher sleep flags.
+    pub dispatchers: Box<[Padded<Parker>]>,
+    /// Per-client counters.
+    pub counters: Arc<[ClientCounters]>,
+    /// Per-arbiter counters.
+    pub arbiter_counters: Padded<ArbiterCounters>,
+    /// Latency histograms of tracked clients.
+    pub latency: Arc<LatencyBoard>,
+    /// Set to stop every thread.
+    stop: AtomicBool,
+    /// Set with `stop` when the arbiter must first send everything queued.
+    drain_on_stop: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn new(clients: usize, dispatchers: usize, tracked: &[bool]) -> Self {
+        Self {
+            activity: Activity::new(clients),
+            arbiter: Padded(Parker::new()),
+            clients: (0..clients).map(|_| Padded(Parker::new())).collect(),
+            dispatchers: (0..dispatchers).map(|_| Padded(Parker::new())).collect(),
+            counters: (0..clients).map(|_| ClientCounters::default()).collect(),
+            arbiter_counters: Padded(ArbiterCounters::default()),
+            latency: Arc::new(LatencyBoard::new(tracked)),
+            stop: AtomicBool::new(false),
+            drain_on_stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Asks every thread to stop; with `drain`, the arbiter first sends what is queued.
+    pub(crate) fn request_stop(&self, drain: bool) {
+        // ORDERING: Relaxed for the mode, published by the Release store of `stop`.
+        self.drain_on_stop.store(drain, Ordering::Relaxed);
+        // ORDERING: Release pairs with the Acquire in `stopping`.
+        self.stop.store(true, Ordering::Release);
+        self.arbiter.0.unpark();
+        for p in self.dispatchers.iter().chain(self.clients.iter()) {
+            p.0.unpark();
+        }
+    }
+
+    /// Whether a stop was requested, and whether it asks to drain first.
+    #[inline]
+    pub(crate) fn stopping(&self) -> Option<bool> {
+        // ORDERING: Acquire pairs with the Release in `request_stop`.
+        if self.stop.load(Ordering::Acquire) {
+            // ORDERING: Relaxed, ordered by the Acquire above.
+            Some(self.drain_on_stop.load(Ordering::Relaxed))
+        } else {
+            None
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Per-client counters, shared between the threads of an engine without false sharing.
+//!
+//! Each block of counters has exactly one writer thread, so a counter is bumped with a
+//! plain load + store (no read-modify-write), and lives on its own cache lines:
+//!
+//! - [`ClientSide`]: written by the client (submissions, full mailbox);
+//! - [`ArbiterSide`]: written by the arbiter (enqueued, scheduled, drops by reason);
+//! - [`DropSignal`]: written by the arbiter on a drop only, read by the client on every
+//!   submit (the backpressure flag of PSPAT section 3.1), so its line stays shared-clean;
+//! - [`TxSide`]: written by the one thread that transmits this client's packets (the
+//!   arbiter, dispatcher `client % T`, or the client itself).
+//!
+//! Readers (the live table, the final report) load with `Relaxed`: a snapshot is a set of
+//! monotonic counters taken at slightly different instants, which is what `tc -s` shows.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use pspat_sched::DropReason;
+
+/// A counter with a single writer thread.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`. Only the owning thread may call this.
+    #[inline(always)]
+    pub fn add(&self, n: u64) {
+        // ORDERING: Relaxed load + store: one writer, so no update is lost; readers only
+        // need some recent value.
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+    /// Subtracts `n` (for gauges). Only the owning thread may call this.
+    #[inline(always)]
+    pub fn sub(&self, n: u64) {
+        // ORDERING: as in `add`.
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_sub(n),
+            Ordering::Relaxed,
+        );
+    }
+    /// The current value.
+    #[inline(always)]
+    pub fn get(&self) -> u64 {
+        // ORDERING: Relaxed, see the module docs.
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Keeps its content on its own pair of cache lines (the adjacent-line prefetcher pulls
+/// lines in pairs on x86, hence 128 bytes, as crossbeam's `CachePadded`).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct Padded<T>(pub T);
+
+/// Written by the client.
+#[derive(Debug, Default)]
+pub struct ClientSide {
+    /// Packets accepted into the mailbox.
+    pub submitted: Counter,
+    /// Bytes accepted into the mailbox.
+    pub submitted_bytes: Counter,
+    /// Submissions refused because the mailbox was full (immediate backpressure).
+    pub mailbox_full: Counter,
+    /// Client hand-off mode: cleared packets this client transmitted (the arbiter reads it
+    /// to give the mailbox slots back).
+    pub drained: Counter,
+}
+
+/// Written by the arbiter, per packet.
+#[derive(Debug, Default)]
+pub struct ArbiterSide {
+    /// Packets taken from the mailbox into the scheduler.
+    pub enqueued: Counter,
+    /// Packets released by the scheduler onto the emulated link.
+    pub scheduled: Counter,
+    /// Bytes released by the scheduler onto the emulated link.
+    pub scheduled_bytes: Counter,
+    /// Packets the scheduler refused, by reason.
+    pub dropped: [Counter; DropReason::COUNT],
+}
+
+/// Written by the arbiter when it drops a packet of this client; read by the client.
+#[derive(Debug, Default)]
+pub struct DropSignal {
+    /// Total drops decided by the scheduler for this client.
+    pub drops: Counter,
+}
+
+/// Written by the thread that transmits this client's packets.
+#[derive(Debug, Default)]
+pub struct TxSide {
+    /// Packets handed to the backend.
+    pub sent: Counter,
+    /// Bytes handed to the backend.
+    pub sent_bytes: Counter,
+    /// Packets the backend refused (each counted once, as a drop with reason `send_error`).
+    pub send_failed: Counter,
+}
+
+/// All counters of one client.
+#[derive(Debug, Default)]
+pub struct ClientCounters {
+    /// Client-written.
+    pub client: Padded<ClientSide>,
+    /// Arbiter-written, per packet.
+    pub arbiter: Padded<ArbiterSide>,
+    /// Arbiter-written, on drops.
+    pub signal: Padded<DropSignal>,
+    /// Transmitter-written.
+    pub tx: Padded<TxSide>,
+}
+
+/// A consistent-enough copy of one client's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientSnapshot {
+    /// Packets accepted into the mailbox.
+    pub submitted: u64,
+    /// Bytes accepted into the mailbox.
+    pub submitted_bytes: u64,
+    /// Submissions refused because the mailbox was full.
+    pub mailbox_full: u64,
+    /// Packets moved into the scheduler.
+    pub enqueued: u64,
+    /// Packets released onto the emulated link.
+    pub scheduled: u64,
+    /// Bytes released onto the emulated link.
+    pub scheduled_bytes: u64,
+    /// Scheduler drops by reason.
+    pub dropped: [u64; DropReason::COUNT],
+    /// Packets handed to the backend.
+    pub sent: u64,
+    /// Bytes handed to the backend.
+    pub sent_bytes: u64,
+    /// Packets the backend refused.
+    pub send_failed: u64,
+}
+
+impl ClientSnapshot {
+    /// Scheduler drops, all reasons.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+    /// Scheduler drops for one reason.
+    pub fn dropped_for(&self, reason: DropReason) -> u64 {
+        self.dropped[DropReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0)]
+    }
+}
+
+impl ClientCounters {
+    /// Reads every counter.
+    pub fn snapshot(&self) -> ClientSnapshot {
+        let (c, a, t) = (&self.client.0, &self.arbiter.0, &self.tx.0);
+        ClientSnapshot {
+            submitted: c.submitted.get(),
+            submitted_bytes: c.submitted_bytes.get(),
+            mailbox_full: c.mailbox_full.get(),
+            enqueued: a.enqueued.get(),
+            scheduled: a.scheduled.get(),
+            scheduled_bytes: a.scheduled_bytes.get(),
+            dropped: std::array::from_fn(|i| a.dropped[i].get()),
+            sent: t.sent.get(),
+            sent_bytes: t.sent_bytes.get(),
+            send_failed: t.send_failed.get(),
+        }
+    }
+}
+
+/// Index of a drop reason in [`ArbiterSide::dropped`].
+pub fn reason_slot(reason: DropReason) -> usize {
+    DropReason::ALL
+        .iter()
+        .position(|r| *r == reason)
+        .expect("every DropReason is in ALL")
+}
