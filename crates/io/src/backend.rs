@@ -14,6 +14,11 @@ pub trait Sender: Send {
     /// Transmits a batch, in order. Returns how many packets were handed to the output;
     /// the rest (from the first one that failed) were not sent, and the caller counts them
     /// as drops with the error as reason.
+    ///
+    /// `Ok(n)` with `n < batch.len()`: packets `n..` were not sent, and calling again with
+    /// `&batch[n..]` reports why (an error then) or sends them (a transient failure).
+    /// `Err(_)`: no packet of the batch was sent. Batches of any length are accepted
+    /// (backends split them into their own batch size).
     fn send(&mut self, batch: &[crate::Pkt]) -> Result<usize, SendError>;
     /// Pushes out anything buffered (called when the engine stops).
     fn flush(&mut self) -> Result<(), SendError> {

@@ -1,0 +1,12 @@
+//! The libc glue of pspat-io: the only module allowed `unsafe` code.
+//!
+//! Each function or type here wraps one family of system calls behind a safe interface;
+//! every `unsafe` block states why it is sound. The rest of the crate is safe Rust.
+
+#![allow(unsafe_code)]
+
+mod clock;
+mod mmsg;
+
+pub(crate) use clock::monotonic_ns;
+pub(crate) use mmsg::{set_rcvbuf, RecvBatch, SendBatch};
