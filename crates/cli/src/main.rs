@@ -7,6 +7,9 @@
 #![forbid(unsafe_code)]
 
 mod compat;
+mod cpu;
+mod run;
+mod scenario;
 mod table;
 
 use std::io::Write;
@@ -34,9 +37,20 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The main job. Until the PSPAT engine exists, benchmarks every registered scheduler
-    /// on a default scenario and prints a comparison table.
-    Run(RunArgs),
+    /// The main job: runs the PSPAT engine on a scenario (built in, or --config FILE) with
+    /// a live per-tenant table, then prints the final account.
+    #[command(
+        long_about = "The main job: runs the PSPAT engine on a scenario with a live per-tenant \
+table (rate, rate vs its weighted fair target, drops, victim latency), then prints the final \
+account: every submitted packet is sent, dropped with a reason, or reported as still queued.\n\n\
+Without --config, the built-in scenario runs: tenants gold, silver and bronze (weights 4, 2, \
+1) send TSO-like packets (3 in 4 of 64 KB) as fast as they can, and a victim of weight 8 sends 200-byte packets \
+at 8 Mbit/s, under QFQ+ on an emulated 10 Gbit/s link, as UDP datagrams to 127.0.0.1:9000, \
+for 5 seconds. Ctrl-C stops early and still prints the account.",
+        after_help = "Examples:\n  pspat run\n  pspat run --config examples/run-tenants.toml --duration 10s\n  \
+pspat run --alg drr --backend null --rate unlimited --json"
+    )]
+    Run(run::RunArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -86,6 +100,9 @@ then the link drains.",
 pspat bench wfi -alg qfq -n 1M -qmin 0 -qmax 30n -flowsets 333:1700:1,1:1700:999 --txq 1"
     )]
     Wfi(WfiArgs),
+    /// Every registered algorithm through the `bench sched` harness on one flowset, as a
+    /// table of cost per packet and fairness.
+    Table(TableArgs),
 }
 
 #[derive(Args, Debug)]
@@ -214,7 +231,7 @@ enum PatternArg {
 }
 
 #[derive(Args, Debug)]
-struct RunArgs {
+struct TableArgs {
     /// Loop iterations per algorithm.
     #[arg(short = 'n', long = "loops", value_name = "N", default_value = "2M",
           value_parser = number::parse_abs)]
@@ -280,7 +297,10 @@ fn run() -> Result<()> {
         }
     };
     match cli.command {
-        Command::Run(args) => main_job(&args),
+        Command::Run(args) => run::main_job(&args),
+        Command::Bench {
+            what: Bench::Table(args),
+        } => bench_table(&args),
         Command::Bench {
             what: Bench::Sched(args),
         } => bench_sched(args),
@@ -393,12 +413,11 @@ fn dash_if_empty(s: String) -> String {
     }
 }
 
-/// The scenario `pspat run` benchmarks until the engine exists.
+/// The flowset `pspat bench table` runs.
 const RUN_FLOWSETS: &str = "1::512,8::64";
 
 #[derive(Serialize)]
 struct RunOutput<'a> {
-    note: &'static str,
     flowsets: &'static str,
     qmin: String,
     qmax: String,
@@ -407,14 +426,9 @@ struct RunOutput<'a> {
     results: &'a [BenchReport],
 }
 
-const RUN_NOTE: &str = "the PSPAT engine is not built yet; `pspat run` proper arrives with the \
-                        engine issue. Until then it benchmarks every registered scheduler with \
-                        the `pspat bench sched` harness.";
-
-fn main_job(a: &RunArgs) -> Result<()> {
+fn bench_table(a: &TableArgs) -> Result<()> {
     let (qmin, qmax) = (Num::PerFlow(4), Num::PerFlow(30));
     if !a.json {
-        emit(&format!("pspat run: {RUN_NOTE}"))?;
         emit(&format!(
             "scenario: -flowsets {RUN_FLOWSETS} -qmin {qmin} -qmax {qmax} -n {}, smooth \
              arrivals; ns/pair = wall time per enqueue+dequeue, packet generation included",
@@ -438,7 +452,6 @@ fn main_job(a: &RunArgs) -> Result<()> {
     }
     if a.json {
         let out = RunOutput {
-            note: RUN_NOTE,
             flowsets: RUN_FLOWSETS,
             qmin: qmin.to_string(),
             qmax: qmax.to_string(),

@@ -242,13 +242,9 @@ fn every_algorithm_runs_by_name_and_alias() {
 }
 
 #[test]
-fn run_help_and_a_short_run() {
-    let o = run(&["run", "--help"]);
+fn bench_table_lists_every_algorithm() {
+    let o = run(&["bench", "table", "-n", "3000"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stdout.contains("Usage: pspat run"), "{}", o.stdout);
-    let o = run(&["run", "-n", "3000"]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stdout.contains("engine"), "{}", o.stdout);
     for a in algorithms() {
         assert!(
             o.stdout
@@ -259,12 +255,117 @@ fn run_help_and_a_short_run() {
             o.stdout
         );
     }
-    let o = run(&["run", "-n", "3000", "--json"]);
+    let o = run(&["bench", "table", "-n", "3000", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(
         v["results"].as_array().unwrap().len(),
         algorithms().len() + 1
     );
+}
+
+#[test]
+fn run_builtin_scenario_accounts_for_every_packet_and_follows_weights() {
+    let o = run(&["run", "--help"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("built-in scenario"), "{}", o.stdout);
+    let o = run(&["run", "--duration", "1s", "--backend", "null", "--json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["algorithm"], "qfq+");
+    let tenants = v["tenants"].as_array().unwrap();
+    assert_eq!(tenants.len(), 4);
+    let u = |t: &serde_json::Value, k: &str| t[k].as_u64().unwrap();
+    for t in tenants {
+        let dropped: u64 = t["dropped"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            u(t, "submitted"),
+            u(t, "sent") + u(t, "send_failed") + dropped + u(t, "left_queued"),
+            "{t}"
+        );
+        assert!(u(t, "sent") > 0, "{t}");
+    }
+    // gold, silver, bronze are greedy with weights 4:2:1 on a saturated link.
+    let rate = |i: usize| tenants[i]["rate_bps"].as_f64().unwrap();
+    for (i, w) in [(0, 4.0), (1, 2.0)] {
+        let r = rate(i) / rate(2);
+        assert!(
+            (r / w - 1.0).abs() < 0.1,
+            "tenant {i}: ratio {r} vs weight ratio {w}"
+        );
+    }
+    let lat = &tenants[3]["latency"];
+    assert!(lat["samples"].as_u64().unwrap() > 100, "{lat}");
+    assert!(lat["p50_ns"].as_u64().unwrap() <= lat["p99_ns"].as_u64().unwrap());
+}
+
+#[test]
+fn run_with_a_config_file_and_every_handoff() {
+    let dir = std::env::temp_dir().join(format!("pspat-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("s.toml");
+    std::fs::write(
+        &cfg,
+        "algorithm = \"drr\"\nrate = \"200M\"\nbackend = \"null\"\n\
+         [[tenant]]\nname = \"a\"\nweight = 3\nsize = \"1000\"\n\
+         [[tenant]]\nname = \"b\"\nweight = 1\nsize = \"1000\"\nclients = 2\n",
+    )
+    .unwrap();
+    for handoff in ["arbiter", "dispatchers:2", "clients"] {
+        let o = run(&[
+            "run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--duration",
+            "600ms",
+            "--handoff",
+            handoff,
+            "--json",
+        ]);
+        assert_eq!(o.code, 0, "{handoff}: {}", o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        assert_eq!(v["handoff"], handoff);
+        let t = v["tenants"].as_array().unwrap();
+        let (a, b) = (
+            t[0]["rate_bps"].as_f64().unwrap(),
+            t[1]["rate_bps"].as_f64().unwrap(),
+        );
+        assert!((a / b / 3.0 - 1.0).abs() < 0.1, "{handoff}: {a} vs {b}");
+        // The link is never exceeded (200 Mbit/s, plus one packet of slack).
+        assert!(a + b <= 200e6 * 1.01, "{handoff}: {}", a + b);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn run_names_bad_input() {
+    let o = run(&["run", "--rate", "fast", "--duration", "0.1s"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("`fast`"), "{}", o.stderr);
+    let o = run(&[
+        "run",
+        "--alg",
+        "nope",
+        "--backend",
+        "null",
+        "--duration",
+        "0.1s",
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("nope"), "{}", o.stderr);
+    let o = run(&["run", "--config", "/nonexistent/x.toml"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("/nonexistent/x.toml"), "{}", o.stderr);
+    let o = run(&["run", "--handoff", "nic", "--duration", "0.1s"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("`nic`"), "{}", o.stderr);
+    let o = run(&["run", "--backend", "carrier-pigeon", "--duration", "0.1s"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("carrier-pigeon"), "{}", o.stderr);
 }
 
 #[test]

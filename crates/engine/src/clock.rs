@@ -1,13 +1,5 @@
-//! The engine clock: nanoseconds on a monotonic clock shared by every thread.
+//! The engine clock: nanoseconds on CLOCK_MONOTONIC, shared by every thread and
+//! comparable across processes on the host (a receiver can compute one-way latency from
+//! the submit time a packet carries). See `pspat_io::clock`.
 
-use std::sync::OnceLock;
-use std::time::Instant;
-
-static EPOCH: OnceLock<Instant> = OnceLock::new();
-
-/// Nanoseconds since the first call in this process (monotonic, never 0 after start).
-#[inline]
-pub fn now_ns() -> u64 {
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    epoch.elapsed().as_nanos() as u64 + 1
-}
+pub use pspat_io::clock::now_ns;
