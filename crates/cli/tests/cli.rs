@@ -342,6 +342,67 @@ fn run_with_a_config_file_and_every_handoff() {
 }
 
 #[test]
+fn every_example_scenario_runs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().and_then(|x| x.to_str()) != Some("toml") {
+            continue;
+        }
+        n += 1;
+        let o = run(&[
+            "run",
+            "--config",
+            p.to_str().unwrap(),
+            "--duration",
+            "300ms",
+            "--backend",
+            "null",
+            "--json",
+        ]);
+        assert_eq!(o.code, 0, "{}: {}", p.display(), o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        assert!(!v["tenants"].as_array().unwrap().is_empty());
+    }
+    assert!(n >= 2, "examples/ has the scenarios");
+}
+
+#[test]
+fn run_writes_a_pcap_of_what_was_scheduled() {
+    let path = std::env::temp_dir().join(format!("pspat-run-{}.pcap", std::process::id()));
+    let spec = format!("pcap:{}", path.display());
+    let o = run(&[
+        "run",
+        "--duration",
+        "300ms",
+        "--rate",
+        "1G",
+        "--backend",
+        &spec,
+        "--json",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let sent: u64 = v["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["sent"].as_u64().unwrap())
+        .sum();
+    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+    let (mut n, mut last) = (0u64, std::time::Duration::ZERO);
+    while let Some(p) = r.next_packet() {
+        let p = p.unwrap();
+        assert!(p.timestamp >= last, "departure times go back");
+        last = p.timestamp;
+        n += 1;
+    }
+    assert_eq!(n, sent, "one record per packet sent");
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
 fn run_names_bad_input() {
     let o = run(&["run", "--rate", "fast", "--duration", "0.1s"]);
     assert_eq!(o.code, 2);

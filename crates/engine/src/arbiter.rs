@@ -356,7 +356,7 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
     /// Returns false if it had to be stashed.
     #[inline]
     fn depart(&mut self, mut p: Pkt) -> bool {
-        p.depart_ns = self.link.transmit(p.len);
+        p.depart_ns = self.link.transmit_arrived(p.len, p.submit_ns);
         let c = p.client as usize;
         let a = &self.shared.counters[c].arbiter.0;
         a.scheduled.add(1);

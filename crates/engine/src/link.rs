@@ -60,6 +60,19 @@ impl Link {
         (self.idle_at >> FRAC) as u64
     }
 
+    /// Charges a packet that arrived at `arrival_ns`: its transmission starts when the link
+    /// is idle or when it arrived, whichever is later. When the arbiter runs late (the link
+    /// fell idle before it looked), a packet that arrived in between does not start before
+    /// it existed; returns the time its last bit leaves, in ns.
+    #[inline]
+    pub fn transmit_arrived(&mut self, len: u32, arrival_ns: u64) -> u64 {
+        let arrival = u128::from(arrival_ns) << FRAC;
+        if self.idle_at < arrival {
+            self.idle_at = arrival;
+        }
+        self.transmit(len)
+    }
+
     /// The scheduler ran dry at `now_ns`: restart from now, with no credit saved.
     #[inline]
     pub fn reset(&mut self, now_ns: u64) {
@@ -121,6 +134,17 @@ mod tests {
         // reset never moves time backwards
         l.reset(5);
         assert_eq!(l.idle_at_ns(), 10_100);
+    }
+
+    #[test]
+    fn a_packet_never_starts_before_it_arrived() {
+        let mut l = Link::new(8_000_000_000); // 1 ns per byte
+        l.reset(0);
+        assert_eq!(l.transmit_arrived(100, 0), 100);
+        // The link was free from 100; a packet that arrived at 500 leaves at 600.
+        assert_eq!(l.transmit_arrived(100, 500), 600);
+        // One that arrived earlier queues behind.
+        assert_eq!(l.transmit_arrived(100, 550), 700);
     }
 
     #[test]
