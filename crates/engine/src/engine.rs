@@ -176,7 +176,9 @@ impl Engine {
                 touched: Vec::with_capacity(n_clients),
             },
             Handoff::Dispatchers(n) => {
+                // Open every sender and mailbox first: a failure then leaves no thread behind.
                 let mut mailboxes = Vec::with_capacity(n);
+                let mut ends = Vec::with_capacity(n);
                 for d in 0..n {
                     let (p, c) = mailbox::<Pkt>(MailboxConfig {
                         entries: cfg.tx_mailbox_entries,
@@ -189,16 +191,24 @@ impl Engine {
                         Arc::clone(&shared.counters),
                         Arc::clone(&shared.latency),
                     );
+                    ends.push((c, tx));
+                }
+                for (d, (c, tx)) in ends.into_iter().enumerate() {
                     let (sh, done, spin) =
                         (Arc::clone(&shared), Arc::clone(&arbiter_done), cfg.spin_ns);
-                    let h = std::thread::Builder::new()
+                    let spawned = std::thread::Builder::new()
                         .name(format!("pspat-disp{d}"))
-                        .spawn(move || dispatcher::run(d, c, tx, sh, spin, done))
-                        .map_err(|source| EngineError::Spawn {
-                            what: format!("dispatcher {d}"),
-                            source,
-                        })?;
-                    dispatchers.push(h);
+                        .spawn(move || dispatcher::run(d, c, tx, sh, spin, done));
+                    match spawned {
+                        Ok(h) => dispatchers.push(h),
+                        Err(source) => {
+                            stop_dispatchers(&shared, &arbiter_done, dispatchers);
+                            return Err(EngineError::Spawn {
+                                what: format!("dispatcher {d}"),
+                                source,
+                            });
+                        }
+                    }
                 }
                 Output::Dispatchers {
                     mailboxes,
