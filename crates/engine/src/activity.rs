@@ -16,7 +16,7 @@
 //!
 //! Who writes: clients set bits, the arbiter clears them; both with read-modify-writes.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU64, Ordering};
 
 /// The two-level bitmap.
 pub struct Activity {
@@ -107,7 +107,7 @@ impl Activity {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -34,6 +34,7 @@ pub mod latency;
 pub mod link;
 pub mod shared;
 pub mod stats;
+mod sync;
 pub mod traffic;
 mod tx;
 pub mod wake;

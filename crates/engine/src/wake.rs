@@ -17,10 +17,9 @@
 //! `std::thread::park`'s token makes an unpark that races ahead of the park harmless: the
 //! park returns at once.
 
-use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::OnceLock;
-use std::thread::Thread;
 use std::time::Duration;
+
+use crate::sync::{current, fence, park, AtomicBool, AtomicU64, Ordering, Thread};
 
 /// The full fence a waker executes between publishing work and reading sleep flags
 /// (and the activity bitmap, which relies on the same fence).
@@ -31,6 +30,12 @@ pub fn publish_fence() {
     fence(Ordering::SeqCst);
 }
 
+/// Where the sleeper's thread handle is kept: set once, read by wakers.
+#[cfg(not(loom))]
+type ThreadSlot = std::sync::OnceLock<Thread>;
+#[cfg(loom)]
+type ThreadSlot = loom::sync::Mutex<Option<Thread>>;
+
 /// One sleeper's flag and thread handle.
 #[derive(Debug, Default)]
 pub struct Parker {
@@ -38,9 +43,9 @@ pub struct Parker {
     /// (set) and by wakers (cleared by swap); read by wakers.
     sleeping: AtomicBool,
     /// The sleeping thread, registered once by the sleeper.
-    thread: OnceLock<Thread>,
+    thread: ThreadSlot,
     /// Number of wake-ups that had to unpark (statistics).
-    unparks: std::sync::atomic::AtomicU64,
+    unparks: AtomicU64,
 }
 
 impl Parker {
@@ -52,7 +57,22 @@ impl Parker {
     /// Sleeper: registers the calling thread as the one to unpark. Call once, from the
     /// thread that will sleep, before the first `prepare`.
     pub fn register_current(&self) {
-        let _ = self.thread.set(std::thread::current());
+        #[cfg(not(loom))]
+        let _ = self.thread.set(current());
+        #[cfg(loom)]
+        {
+            let mut t = self.thread.lock().unwrap();
+            if t.is_none() {
+                *t = Some(current());
+            }
+        }
+    }
+
+    fn registered(&self) -> Option<Thread> {
+        #[cfg(not(loom))]
+        return self.thread.get().cloned();
+        #[cfg(loom)]
+        return self.thread.lock().unwrap().clone();
     }
 
     /// Sleeper, step 1: announce the sleep. The caller must look for work afterwards.
@@ -71,11 +91,13 @@ impl Parker {
         self.sleeping.store(false, Ordering::Relaxed);
     }
 
-    /// Sleeper, step 3: sleep until woken or until `timeout` passes.
+    /// Sleeper, step 3: sleep until woken or until `timeout` passes (under loom, which
+    /// does not model time, until woken: a lost wake-up is then a deadlock loom reports).
     pub fn sleep(&self, timeout: Option<Duration>) {
         match timeout {
+            #[cfg(not(loom))]
             Some(t) => std::thread::park_timeout(t),
-            None => std::thread::park(),
+            _ => park(),
         }
         // ORDERING: Relaxed, as in `cancel`.
         self.sleeping.store(false, Ordering::Relaxed);
@@ -96,7 +118,7 @@ impl Parker {
 
     /// Unparks unconditionally (stopping, or a deadline the sleeper must see).
     pub fn unpark(&self) {
-        if let Some(t) = self.thread.get() {
+        if let Some(t) = self.registered() {
             // ORDERING: Relaxed statistics counter.
             self.unparks.fetch_add(1, Ordering::Relaxed);
             t.unpark();
@@ -109,7 +131,7 @@ impl Parker {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
@@ -142,7 +164,7 @@ mod tests {
             seen
         });
         // let the sleeper register
-        while parker.thread.get().is_none() {
+        while parker.registered().is_none() {
             std::thread::yield_now();
         }
         let start = std::time::Instant::now();
