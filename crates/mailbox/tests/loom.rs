@@ -31,11 +31,11 @@
 //! - publishing word 0 with `Relaxed` instead of `Release` in `Producer::push`: the 2- and
 //!   4-word models fail on the order/torn assertion (word 1 read stale); the 1-word
 //!   models pass, as they should (a lone word needs no publication order);
-//! - loading the line-ahead slot with `Relaxed` instead of `Acquire`: all fail on the
-//!   capacity assertion, the happens-before witness (the push is not ordered after the
-//!   release that made room, so the consumer's reads of that line are not ordered before
-//!   the overwrite; loom does not model load buffering, so it cannot show the torn read
-//!   itself). With that assertion disabled they still fail (loom's branch limit: a spin
+//! - loading the line-ahead slot (`Producer::enter_line`) with `Relaxed` instead of
+//!   `Acquire`: all fail on the capacity assertion, the happens-before witness (the push
+//!   is not ordered after the release that made room, so the consumer's reads of that
+//!   line are not ordered before the overwrite; loom does not model load buffering, so it
+//!   cannot show the torn read itself). With that assertion disabled they still fail (loom's branch limit: a spin
 //!   that never ends);
 //! - skipping the line-ahead check: all fail on the capacity assertion, and without it on
 //!   the branch limit (the consumer waits forever for a message that was overwritten);
