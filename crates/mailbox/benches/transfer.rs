@@ -7,13 +7,18 @@
 //! bytes (`NonZeroU64`) and 32 bytes (4 words, the engine's `Pkt` size); queues of 512 and
 //! 4096 entries (the mailbox on 64-byte lines, so it holds 512 - 8 or 512 - 2 at most).
 //!
-//! Two modes:
+//! Three modes:
 //!
 //! - criterion (the default, and `cargo bench -- --test`, which CI runs as a smoke test):
 //!   `cargo bench -p pspat-mailbox --bench transfer`, throughput in messages/s;
 //! - interleaved rounds for docs/PERFORMANCE.md: `PSPAT_TRANSFER_ROUNDS=7 cargo bench -p
 //!   pspat-mailbox --bench transfer` runs every case once per round in the order mailbox,
-//!   rtrb, ArrayQueue, keeps each case's best round, and prints rates and ratios.
+//!   rtrb, ArrayQueue, and prints the best and the median round of each with ratios;
+//! - single-threaded, for instruction counts under callgrind: `PSPAT_TRANSFER_SINGLE=Q:B:N`
+//!   (Q = mailbox, rtrb or arrayq; B = 8 or 32 bytes) pushes 64 messages into a queue of
+//!   512 and pops them, N times, on one thread: the data-path cost without the coherence
+//!   traffic. `valgrind --tool=callgrind` on two values of N gives instructions per
+//!   push+pop pair as the difference over 64 (N2 - N1) messages.
 //!
 //! Pinning uses `sched_setaffinity` on the first two CPUs the process may use; with fewer
 //! than two, or if the call fails, the threads run unpinned (said on stderr).
@@ -270,10 +275,11 @@ fn benches(c: &mut Criterion) {
 
 criterion_group!(transfer_benches, benches);
 
-/// Interleaved rounds: every case once per round, best of `rounds`, ratios printed.
+/// Interleaved rounds: every case once per round; the best and the median round of each,
+/// with ratios of the mailbox's rate to the others'.
 fn rounds(rounds: usize, n: u64) {
     let cpus = cpus_or_warn();
-    println!("transfer: {n} messages per run, best of {rounds} interleaved rounds, CPUs {cpus:?}");
+    println!("transfer: {n} messages per run, {rounds} interleaved rounds, CPUs {cpus:?}");
     println!(
         "{:>5} {:>6} {:>14} {:>14} {:>14} {:>10} {:>10}",
         "bytes", "queue", "mailbox Mmsg/s", "rtrb Mmsg/s", "ArrayQ Mmsg/s", "mb/rtrb", "mb/ArrayQ"
@@ -321,26 +327,74 @@ fn rounds(rounds: usize, n: u64) {
             ],
         ),
     ];
-    let mut best = [[Duration::MAX; 3]; 4];
+    let mut times: Vec<[Vec<Duration>; 3]> = vec![Default::default(); cases.len()];
     for _ in 0..rounds {
         for (k, (_, entries, fs)) in cases.iter().enumerate() {
             for (q, f) in fs.iter().enumerate() {
-                best[k][q] = best[k][q].min(f(*entries, n, cpus));
+                times[k][q].push(f(*entries, n, cpus));
             }
         }
     }
-    for (k, (bytes, entries, _)) in cases.iter().enumerate() {
-        let rate = |d: Duration| n as f64 / d.as_secs_f64() / 1e6;
-        let [m, r, a] = best[k].map(rate);
-        println!(
-            "{bytes:>5} {entries:>6} {m:>14.1} {r:>14.1} {a:>14.1} {:>10.2} {:>10.2}",
-            m / r,
-            m / a
-        );
+    let rate = |d: Duration| n as f64 / d.as_secs_f64() / 1e6;
+    for (pick, name) in [(0, "best"), (1, "median")] {
+        println!("{name} of {rounds}:");
+        for (k, (bytes, entries, _)) in cases.iter().enumerate() {
+            let [m, r, a] = times[k].clone().map(|mut v| {
+                v.sort();
+                rate(if pick == 0 { v[0] } else { v[v.len() / 2] })
+            });
+            println!(
+                "{bytes:>5} {entries:>6} {m:>14.1} {r:>14.1} {a:>14.1} {:>10.2} {:>10.2}",
+                m / r,
+                m / a
+            );
+        }
     }
 }
 
+/// Pushes 64 messages then pops them, `n` times, on this thread; returns a checksum.
+#[inline(never)]
+fn single<M: Msg, Q: Queue<M>>(n: u64) -> u64 {
+    let (mut p, mut c) = Q::new(512);
+    let mut sum = 0;
+    for i in 0..n {
+        for k in 1..=64 {
+            if Q::push(&mut p, M::make(i * 64 + k)).is_err() {
+                panic!("{}: full at {k} of 64", Q::NAME);
+            }
+        }
+        while let Some(m) = Q::pop(&mut c) {
+            sum += m.seq();
+        }
+    }
+    sum
+}
+
+fn single_mode(spec: &str) {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let [q, bytes, n] = parts[..] else {
+        panic!("PSPAT_TRANSFER_SINGLE: expected QUEUE:BYTES:N, got {spec:?}");
+    };
+    let n: u64 = n
+        .parse()
+        .expect("PSPAT_TRANSFER_SINGLE: N must be a number");
+    let sum = match (q, bytes) {
+        ("mailbox", "8") => single::<NonZeroU64, Mailbox>(n),
+        ("mailbox", "32") => single::<Four, Mailbox>(n),
+        ("rtrb", "8") => single::<NonZeroU64, Rtrb>(n),
+        ("rtrb", "32") => single::<Four, Rtrb>(n),
+        ("arrayq", "8") => single::<NonZeroU64, CrossbeamArray>(n),
+        ("arrayq", "32") => single::<Four, CrossbeamArray>(n),
+        _ => panic!("PSPAT_TRANSFER_SINGLE: queue mailbox|rtrb|arrayq, bytes 8|32; got {spec:?}"),
+    };
+    println!("{q} {bytes}B x {n}: checksum {sum}");
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("PSPAT_TRANSFER_SINGLE") {
+        single_mode(&spec);
+        return;
+    }
     if let Ok(r) = std::env::var("PSPAT_TRANSFER_ROUNDS") {
         let r: usize = r
             .parse()

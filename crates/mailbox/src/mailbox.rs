@@ -348,18 +348,23 @@ impl<M: Message> Consumer<M> {
     fn clear_lines(&mut self) {
         let ring = &*self.ring;
         let le = ring.line_entries;
-        while self.released.wrapping_sub(self.cleared) >= le {
+        loop {
             // The line's slots are contiguous: `cleared` is a multiple of `le`.
             let first = ring.base + (self.cleared & ring.mask) * M::WORDS;
             let line = &ring.words[first..first + le * M::WORDS];
-            for slot in line.iter().step_by(M::WORDS) {
+            let mut k = 0;
+            while k < line.len() {
                 // ORDERING: Release orders this line's reads and clears before the store;
                 // the producer's Acquire load in `enter_line` of the first slot of a line
                 // pairs with it (invariant 2). Within a line the order does not matter: the
                 // producer looks only at first slots, a line ahead.
-                slot.store(0, Ordering::Release);
+                line[k].store(0, Ordering::Release);
+                k += M::WORDS;
             }
             self.cleared = self.cleared.wrapping_add(le);
+            if self.released.wrapping_sub(self.cleared) < le {
+                break;
+            }
         }
     }
 }
