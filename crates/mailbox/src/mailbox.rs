@@ -135,7 +135,7 @@ pub fn mailbox<M: Message>(config: Config) -> Result<(Producer<M>, Consumer<M>),
             min: 2 * line_entries,
         });
     }
-    let shared = Arc::new(Ring::new(config, M::WORDS));
+    let shared = Arc::new(Ring::new(config, slot_bytes / 8));
     let producer = Producer {
         ring: Arc::clone(&shared),
         tail: 0,
@@ -160,8 +160,6 @@ struct Ring {
     base: usize,
     /// `entries - 1`.
     mask: usize,
-    /// Words per slot.
-    stride: usize,
     /// Slots per line.
     line_entries: usize,
 }
@@ -183,15 +181,16 @@ impl Ring {
             words,
             base,
             mask: config.entries - 1,
-            stride,
             line_entries: config.line_bytes / (8 * stride),
         }
     }
 
-    /// Index of word 0 of the slot at ring position `pos` (any integer; wraps).
+    /// The words of the slot at ring position `pos` (any integer; wraps), `M::WORDS` of
+    /// them: one bounds check here, none on the constant indices the callers use.
     #[inline(always)]
-    fn slot(&self, pos: usize) -> usize {
-        self.base + (pos & self.mask) * self.stride
+    fn slot<M: Message>(&self, pos: usize) -> &[AtomicU64] {
+        let at = self.base + (pos & self.mask) * M::WORDS;
+        &self.words[at..at + M::WORDS]
     }
 }
 
@@ -210,30 +209,37 @@ impl<M: Message> Producer<M> {
     /// Appends `msg`, or gives it back if the mailbox is full.
     #[inline]
     pub fn push(&mut self, msg: M) -> Result<(), M> {
-        let ring = &*self.ring;
-        if self.tail == self.check {
-            // Entering a new line: it is free once the first slot of the line after it is
-            // free (invariant 2 in the module docs).
-            let ahead = ring.slot(self.tail + ring.line_entries);
-            // ORDERING: Acquire pairs with the consumer's Release clear of this slot in
-            // `Consumer::clear_lines`, which follows its clears and reads of this line.
-            if ring.words[ahead].load(Ordering::Acquire) != 0 {
-                return Err(msg);
-            }
-            self.check = self.tail + ring.line_entries;
+        if self.tail == self.check && !self.enter_line() {
+            return Err(msg);
         }
-        let at = ring.slot(self.tail);
+        let slot = self.ring.slot::<M>(self.tail);
         let words = msg.encode();
         debug_assert_ne!(words[0], 0, "Message word 0 must be non-zero");
-        for (k, &w) in words.iter().enumerate().take(ring.stride).skip(1) {
+        for k in 1..M::WORDS {
             // ORDERING: Relaxed; published by the Release store of word 0 below.
-            ring.words[at + k].store(w, Ordering::Relaxed);
+            slot[k].store(words[k], Ordering::Relaxed);
         }
         // ORDERING: Release publishes the words above; pairs with the Acquire load of word
         // 0 in `Consumer::extract`.
-        ring.words[at].store(words[0], Ordering::Release);
+        slot[0].store(words[0], Ordering::Release);
         self.tail = self.tail.wrapping_add(1);
         Ok(())
+    }
+
+    /// The producer is about to write the first slot of a line: it may once the first
+    /// slot of the line after it is free (invariant 2 in the module docs). Once per line,
+    /// out of the per-message path.
+    #[inline(never)]
+    fn enter_line(&mut self) -> bool {
+        let ring = &*self.ring;
+        let ahead = ring.slot::<M>(self.tail.wrapping_add(ring.line_entries));
+        // ORDERING: Acquire pairs with the consumer's Release clear of this slot in
+        // `Consumer::clear_lines`, which follows its clears and reads of this line.
+        if ahead[0].load(Ordering::Acquire) != 0 {
+            return false;
+        }
+        self.check = self.tail.wrapping_add(ring.line_entries);
+        true
     }
 
     /// Whether the next `push` would fail right now. The consumer may free room at any
@@ -242,9 +248,11 @@ impl<M: Message> Producer<M> {
         if self.tail != self.check {
             return false;
         }
-        let ahead = self.ring.slot(self.tail + self.ring.line_entries);
-        // ORDERING: Acquire, as in `push`.
-        self.ring.words[ahead].load(Ordering::Acquire) != 0
+        let ahead = self
+            .ring
+            .slot::<M>(self.tail.wrapping_add(self.ring.line_entries));
+        // ORDERING: Acquire, as in `enter_line`.
+        ahead[0].load(Ordering::Acquire) != 0
     }
 
     /// The most messages that can ever be queued: `entries` less one line of slack.
@@ -267,11 +275,16 @@ pub struct Consumer<M: Message> {
 }
 
 impl<M: Message> Consumer<M> {
-    /// Takes the next message and releases its slot at once.
+    /// Takes the next message and releases its slot at once (`extract` then `release(1)`:
+    /// with earlier messages extracted and unreleased, the oldest of those is released).
     #[inline]
     pub fn pop(&mut self) -> Option<M> {
         let msg = self.extract()?;
-        self.release(1);
+        // `extract` just took a slot, so there is one to release: no check needed.
+        self.released = self.released.wrapping_add(1);
+        if self.released.wrapping_sub(self.cleared) >= self.ring.line_entries {
+            self.clear_lines();
+        }
         Some(msg)
     }
 
@@ -279,20 +292,21 @@ impl<M: Message> Consumer<M> {
     /// the producer cannot reuse it meanwhile.
     #[inline]
     pub fn extract(&mut self) -> Option<M> {
-        let ring = &*self.ring;
-        let at = ring.slot(self.head);
+        let slot = self.ring.slot::<M>(self.head);
         // ORDERING: Acquire pairs with the producer's Release store of word 0 in `push`,
         // making the other words of the slot visible.
-        let w0 = ring.words[at].load(Ordering::Acquire);
-        if w0 == 0 || self.head.wrapping_sub(self.cleared) > ring.mask {
-            // Empty, or (second test) a full lap ahead of what was cleared: the slot holds
-            // a message already extracted and not yet released.
+        let w0 = slot[0].load(Ordering::Acquire);
+        if w0 == 0 {
             return None;
         }
+        // A non-zero slot at `head` is a new message, never one extracted a lap ago and
+        // not yet cleared: the producer keeps `tail <= cleared + entries - line_entries`
+        // (invariant 2), and `head <= tail`.
+        debug_assert!(self.head.wrapping_sub(self.cleared) <= self.ring.mask);
         let mut words = [w0, 0, 0, 0];
-        for (k, w) in words.iter_mut().enumerate().take(ring.stride).skip(1) {
+        for k in 1..M::WORDS {
             // ORDERING: Relaxed; ordered by the Acquire load of word 0 above.
-            *w = ring.words[at + k].load(Ordering::Relaxed);
+            words[k] = slot[k].load(Ordering::Relaxed);
         }
         self.head = self.head.wrapping_add(1);
         Some(M::decode(words))
@@ -301,10 +315,8 @@ impl<M: Message> Consumer<M> {
     /// Whether a message is waiting. It stays true until this consumer takes it; `false`
     /// may be stale as soon as it is returned.
     pub fn has_message(&self) -> bool {
-        let at = self.ring.slot(self.head);
         // ORDERING: Acquire, as in `extract`.
-        self.ring.words[at].load(Ordering::Acquire) != 0
-            && self.head.wrapping_sub(self.cleared) <= self.ring.mask
+        self.ring.slot::<M>(self.head)[0].load(Ordering::Acquire) != 0
     }
 
     /// Gives back the slots of the `n` oldest extracted and unreleased messages. Slots go
@@ -331,18 +343,28 @@ impl<M: Message> Consumer<M> {
         self.head.wrapping_sub(self.released)
     }
 
-    #[cold]
+    /// Zeroes every wholly released line, oldest first. Once per line.
+    #[inline(never)]
     fn clear_lines(&mut self) {
         let ring = &*self.ring;
-        while self.released.wrapping_sub(self.cleared) >= ring.line_entries {
-            for k in 0..ring.line_entries {
-                let at = ring.slot(self.cleared.wrapping_add(k));
+        let le = ring.line_entries;
+        loop {
+            // The line's slots are contiguous: `cleared` is a multiple of `le`.
+            let first = ring.base + (self.cleared & ring.mask) * M::WORDS;
+            let line = &ring.words[first..first + le * M::WORDS];
+            let mut k = 0;
+            while k < line.len() {
                 // ORDERING: Release orders this line's reads and clears before the store;
-                // the producer's Acquire load in `push` of the first slot of the line
-                // pairs with it (invariant 2).
-                ring.words[at].store(0, Ordering::Release);
+                // the producer's Acquire load in `enter_line` of the first slot of a line
+                // pairs with it (invariant 2). Within a line the order does not matter: the
+                // producer looks only at first slots, a line ahead.
+                line[k].store(0, Ordering::Release);
+                k += M::WORDS;
             }
-            self.cleared = self.cleared.wrapping_add(ring.line_entries);
+            self.cleared = self.cleared.wrapping_add(le);
+            if self.released.wrapping_sub(self.cleared) < le {
+                break;
+            }
         }
     }
 }
@@ -454,7 +476,8 @@ mod tests {
                 if p.push(Four([i, i * 3, !i, i ^ 0x55])).is_ok() {
                     i += 1;
                 } else {
-                    std::hint::spin_loop();
+                    // Yield, not spin: on a loaded machine both threads may share a CPU.
+                    std::thread::yield_now();
                 }
             }
         });
@@ -464,7 +487,7 @@ mod tests {
                 assert_eq!(w, [next, next * 3, !next, next ^ 0x55]);
                 next += 1;
             } else {
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
         }
         t.join().unwrap();
