@@ -906,7 +906,8 @@ fn stability(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
 type Lines = Vec<(Arch, Vec<(f64, f64)>)>;
 
 /// Two panels: decisions/s against clients, victim p99 latency against clients; one line
-/// per architecture. The x axis is log2 of the client count.
+/// per architecture. The x axis is log2 of the client count, the y axes are logarithmic
+/// (the two architectures' latencies differ by orders of magnitude).
 fn plot(path: &std::path::Path, points: &[Point], a: &ArchArgs) -> Result<()> {
     use plotters::prelude::*;
     let root = SVGBackend::new(path, (800, 900)).into_drawing_area();
@@ -962,18 +963,24 @@ fn plot(path: &std::path::Path, points: &[Point], a: &ArchArgs) -> Result<()> {
         ),
     ];
     for (area, caption, ylabel, data) in panels {
-        let ymax = data
+        let (ymin, ymax) = data
             .iter()
             .flat_map(|(_, v)| v.iter().map(|p| p.1))
-            .fold(0.0f64, f64::max)
-            .max(1e-3)
-            * 1.15;
+            .filter(|y| *y > 0.0)
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
+                (lo.min(y), hi.max(y))
+            });
+        let (ymin, ymax) = if ymax > 0.0 {
+            (ymin / 1.5, ymax * 1.5)
+        } else {
+            (0.1, 1.0)
+        };
         let mut chart = ChartBuilder::on(area)
             .caption(caption, ("sans-serif", 18))
             .margin(15)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(x0..x1, 0.0..ymax)?;
+            .build_cartesian_2d(x0..x1, (ymin..ymax).log_scale())?;
         chart
             .configure_mesh()
             .x_desc("client threads")
