@@ -18,6 +18,10 @@ use pspat_sched::{DropReason, FlowParams};
 #[derive(Default, Clone)]
 struct Wire {
     got: Arc<Mutex<Vec<(Pkt, u64)>>>,
+    /// Busy time per `send`, up to this many ns, varying from call to call: a second
+    /// thread sending while the first still sends would then often overtake it (and
+    /// reorder a client's packets).
+    send_ns: u64,
 }
 
 impl Backend for Wire {
@@ -31,6 +35,15 @@ impl Backend for Wire {
 
 impl Sender for Wire {
     fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
+        let start = clock::now_ns();
+        // 0, 1/3, 2/3 or all of send_ns, by a hash of the first packet.
+        let k = batch.first().map_or(0, |p| {
+            (u64::from(p.seq) ^ u64::from(p.client) << 20).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 62
+        });
+        let busy = self.send_ns * k / 3;
+        while clock::now_ns() - start < busy {
+            std::hint::spin_loop();
+        }
         let now = clock::now_ns();
         self.got
             .lock()
@@ -40,13 +53,29 @@ impl Sender for Wire {
     }
 }
 
+/// The tests that load the CPUs (greedy client threads) or time the link run one at a
+/// time: on a 2-core machine a greedy test beside a timed one starves the latter's client
+/// threads for longer than their queues last, and the shares it measures are the OS's.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn config(alg: &str, clients: usize, flows: Vec<FlowParams>) -> EngineConfig {
     EngineConfig::new(alg, flows, vec![ClientConfig::default(); clients])
 }
 
 /// Every client thread submits `per_client` packets, retrying on a full "mailbox".
-fn run_all(cfg: &EngineConfig, per_client: u32) -> (Vec<(Pkt, u64)>, pspat_engine::EngineReport) {
-    let wire = Wire::default();
+fn run_all(
+    cfg: &EngineConfig,
+    per_client: u32,
+    send_ns: u64,
+) -> (Vec<(Pkt, u64)>, pspat_engine::EngineReport) {
+    let wire = Wire {
+        send_ns,
+        ..Wire::default()
+    };
     let (engine, clients) = LockedEngine::start(cfg, Arc::new(wire.clone())).unwrap();
     let flows = cfg.flows.len() as u32;
     let threads: Vec<_> = clients
@@ -90,19 +119,29 @@ fn assert_complete_and_ordered(pkts: &[(Pkt, u64)], clients: usize, per_client: 
 
 #[test]
 fn no_loss_no_reordering_per_client() {
-    for alg in ["qfq+", "drr", "fifo"] {
+    let _alone = serial();
+    // Unlimited link: every submit can drain the scheduler itself. 8 Gbit/s (about 0.8 us
+    // per packet here): packets queue for the link and owners release other clients'
+    // packets, so a second sender running while the first still sends (2 us per batch)
+    // would reorder them.
+    for (alg, rate_bps) in [
+        ("qfq+", 0),
+        ("drr", 0),
+        ("fifo", 0),
+        ("qfq+", 8_000_000_000),
+    ] {
         let flows = (0..4)
             .map(|i| FlowParams::weighted(1 + i).with_limit_pkts(4096))
             .collect();
         let mut cfg = config(alg, 8, flows);
-        cfg.rate_bps = 0;
+        cfg.rate_bps = rate_bps;
         cfg.mailbox_entries = 64;
-        let (pkts, report) = run_all(&cfg, 20_000);
+        let (pkts, report) = run_all(&cfg, 20_000, 2_000);
         assert_complete_and_ordered(&pkts, 8, 20_000);
         for (c, s) in report.snapshot.clients.iter().enumerate() {
             assert_eq!(s.submitted, 20_000, "{alg} client {c}");
             assert_eq!(s.scheduled, 20_000, "{alg} client {c}");
-            assert_eq!(s.sent, 20_000, "{alg} client {c}");
+            assert_eq!(s.sent, 20_000, "{alg} {rate_bps} client {c}");
             assert_eq!(s.dropped_total(), 0);
         }
         let sched = report.sched.unwrap();
@@ -113,6 +152,7 @@ fn no_loss_no_reordering_per_client() {
 
 #[test]
 fn every_registered_algorithm_runs_under_the_lock() {
+    let _alone = serial();
     // The registry hands `visit` only `Send` schedulers (checked at compile time for each
     // entry); here each one also runs, shared by three threads.
     for info in algorithms() {
@@ -122,7 +162,7 @@ fn every_registered_algorithm_runs_under_the_lock() {
         let mut cfg = config(info.name, 3, flows);
         cfg.rate_bps = 0;
         cfg.mailbox_entries = 64;
-        let (pkts, report) = run_all(&cfg, 3_000);
+        let (pkts, report) = run_all(&cfg, 3_000, 0);
         assert_complete_and_ordered(&pkts, 3, 3_000);
         assert_eq!(report.sched.unwrap().algorithm, info.name);
     }
@@ -131,6 +171,7 @@ fn every_registered_algorithm_runs_under_the_lock() {
 /// Two greedy clients, weights 10:1, on a link well below what the lock sustains.
 #[test]
 fn shares_follow_weights_and_the_link_rate_is_never_exceeded() {
+    let _alone = serial();
     let flows = vec![
         FlowParams::weighted(10).with_limit_pkts(512),
         FlowParams::weighted(1).with_limit_pkts(512),
@@ -139,6 +180,8 @@ fn shares_follow_weights_and_the_link_rate_is_never_exceeded() {
     let rate = 100_000_000u64; // 12.5 MB/s: a 1000-byte packet every 80 us
     cfg.rate_bps = rate;
     let wire = Wire::default();
+    // The link starts when the engine is built: count its time from before that.
+    let start = Instant::now();
     let (engine, clients) = LockedEngine::start(&cfg, Arc::new(wire.clone())).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = clients
@@ -154,7 +197,6 @@ fn shares_follow_weights_and_the_link_rate_is_never_exceeded() {
             })
         })
         .collect();
-    let start = Instant::now();
     std::thread::sleep(Duration::from_millis(100));
     let a = engine.snapshot();
     std::thread::sleep(Duration::from_millis(400));
@@ -272,6 +314,7 @@ fn full_mailbox_is_reported_at_once_and_drops_come_back_as_backpressure() {
 
 #[test]
 fn the_watchdog_releases_packets_nobody_submits_after() {
+    let _alone = serial();
     // 10 packets of 1250 bytes at 10 Mbit/s: 1 ms each. The client submits them at once
     // and goes away; only the watchdog can release packets 2..10.
     let mut cfg = config("qfq", 1, vec![FlowParams::weighted(1)]);
@@ -305,6 +348,7 @@ fn the_watchdog_releases_packets_nobody_submits_after() {
 
 #[test]
 fn stop_with_drain_sends_everything_queued() {
+    let _alone = serial();
     let mut cfg = config(
         "drr",
         2,
