@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+mod arch;
 mod compat;
 mod cpu;
 mod run;
@@ -103,6 +104,26 @@ pspat bench wfi -alg qfq -n 1M -qmin 0 -qmax 30n -flowsets 333:1700:1,1:1700:999
     /// Every registered algorithm through the `bench sched` harness on one flowset, as a
     /// table of cost per packet and fairness.
     Table(TableArgs),
+    /// The PSPAT architecture against the lock-based one (throughput, shares, victim
+    /// latency; or rate stability).
+    #[command(
+        long_about = "The PSPAT architecture (client mailboxes, one arbiter) against the \
+conventional one (every client runs the scheduler under one lock, Linux TC's), same scheduler \
+code, in one run.\n\n\
+--mode throughput: for each --clients count, greedy client threads (one flow each, weight 1) \
+submit --len byte packets as fast as they can, and a victim sends one packet every \
+--victim-gap-us with 100x the weight; prints scheduler decisions per second, the limit (the \
+same algorithm's single-thread enqueue+dequeue rate, no engine) and the fraction of it \
+reached, the greedy clients' smallest/largest weight-normalised share, the victim's \
+submit-to-transmit latency percentiles, drops and full-mailbox refusals, and pspat/lock \
+ratios.\n\n\
+--mode stability: two greedy clients with weights 10:1 on links from 0.5x to 2x the rate \
+the PSPAT engine sustains (measured first, or --rate-list): the share each architecture \
+gives (PSPAT paper section 6.5).",
+        after_help = "Examples:\n  pspat bench arch --clients 1,4,16 --duration 0.5 --plot arch.svg\n  \
+pspat bench arch --mode stability --arch pspat,lock --duration 0.5"
+    )]
+    Arch(arch::ArchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -307,6 +328,9 @@ fn run() -> Result<()> {
         Command::Bench {
             what: Bench::Wfi(args),
         } => bench_wfi(args),
+        Command::Bench {
+            what: Bench::Arch(args),
+        } => arch::run(args),
         Command::Algorithms { json } => list_algorithms(json),
     }
 }

@@ -303,6 +303,12 @@ impl Engine {
         self.shared.latency.snapshot(client)
     }
 
+    /// The latency histograms, to read after [`Engine::stop`] (which publishes what the
+    /// transmitting threads still held).
+    pub fn latency_board(&self) -> Arc<crate::latency::LatencyBoard> {
+        Arc::clone(&self.shared.latency)
+    }
+
     /// Stops the engine. With `drain`, the arbiter first sends everything clients have
     /// submitted (at the link rate); otherwise it stops at once and what is left is
     /// reported as queued. Clients still alive get `SubmitError::Stopped` once their

@@ -329,7 +329,7 @@ struct Build<'a>(&'a Scenario);
 impl SchedulerVisitor<BenchPkt> for Build<'_> {
     type Output = Result<Box<dyn Runner>, SetupError>;
 
-    fn visit<S: Scheduler<BenchPkt> + 'static>(self, mut sched: S) -> Self::Output {
+    fn visit<S: Scheduler<BenchPkt> + Send + 'static>(self, mut sched: S) -> Self::Output {
         let sc = self.0;
         let map = sc.flowsets.flow_map();
         let mut ids = Vec::with_capacity(sc.flow_params.len());

@@ -209,11 +209,16 @@ impl<A: Policy> Algorithm for A {
 
 /// Code run once per algorithm with the concrete scheduler type, so that its loops are
 /// monomorphised.
+///
+/// The scheduler is `Send`: a caller may build it on one thread and run it on another, or
+/// keep it in a `Mutex` shared by several threads (the engine's lock-based baseline). The
+/// bound is checked for every registered algorithm where [`visit`] hands its concrete type
+/// over, so an algorithm whose state is not `Send` (an `Rc`, a `Cell`) fails to register.
 pub trait SchedulerVisitor<P: Packet + 'static> {
     /// What the visit returns.
     type Output;
     /// Called with the scheduler built by [`visit`].
-    fn visit<S: Scheduler<P> + 'static>(self, sched: S) -> Self::Output;
+    fn visit<S: Scheduler<P> + Send + 'static>(self, sched: S) -> Self::Output;
 }
 
 macro_rules! registry {
@@ -226,7 +231,7 @@ macro_rules! registry {
 
         /// Builds the scheduler named `name` with `params` and room for `capacity` packets,
         /// and hands it to `visitor`.
-        pub fn visit<P: Packet + 'static, V: SchedulerVisitor<P>>(
+        pub fn visit<P: Packet + Send + 'static, V: SchedulerVisitor<P>>(
             name: &str,
             params: &Params,
             capacity: u32,
@@ -285,13 +290,13 @@ struct Boxer;
 
 impl<P: Packet + 'static> SchedulerVisitor<P> for Boxer {
     type Output = Box<dyn Scheduler<P>>;
-    fn visit<S: Scheduler<P> + 'static>(self, sched: S) -> Self::Output {
+    fn visit<S: Scheduler<P> + Send + 'static>(self, sched: S) -> Self::Output {
         Box::new(sched)
     }
 }
 
 /// Builds the scheduler named `name` behind a trait object.
-pub fn build<P: Packet + 'static>(
+pub fn build<P: Packet + Send + 'static>(
     name: &str,
     params: &Params,
     capacity: u32,

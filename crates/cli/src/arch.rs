@@ -1,0 +1,1010 @@
+//! `pspat bench arch`: the PSPAT architecture against the lock-based one (issue 6; PSPAT
+//! paper sections 6.4-6.6), in one run, on the same scheduler code.
+//!
+//! Throughput mode: for each client count, greedy client threads (each its own flow,
+//! weight 1) submit as fast as they can (on a full mailbox they yield, or in the client
+//! hand-off mode wait for their cleared packets), and an optional "victim" client sends
+//! one packet every `--victim-gap-us` with a weight 100 times the others, its
+//! submit-to-transmit latency recorded. Per point it prints the decisions per second
+//! (packets released by the scheduler), the spread of the greedy clients' shares
+//! normalised by weight (min/max), the victim's latency percentiles, and drops. Before
+//! each client count it measures the limit: the same algorithm's single-thread
+//! enqueue+dequeue rate with the same flows and packets, no engine.
+//!
+//! Stability mode (section 6.5): two greedy clients, weights 10:1, on links from 0.5x to
+//! 2x the rate the PSPAT engine sustains: the share of each architecture at each rate.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use pspat_engine::clock;
+use pspat_engine::latency::LatencyBoard;
+use pspat_engine::{
+    Client, ClientConfig, Engine, EngineConfig, EngineSnapshot, Handoff, LockClient, LockedEngine,
+    SubmitError,
+};
+use pspat_io::{Backend, Pkt};
+use pspat_sched::registry::{self, Params, SchedulerVisitor};
+use pspat_sched::{FlowParams, Scheduler};
+use serde::Serialize;
+
+use crate::{emit, table, Usage};
+
+/// Weight of each greedy client's flow.
+const GREEDY_WEIGHT: u32 = 1;
+/// The victim's weight, relative to a greedy client's (the paper uses 50).
+const VICTIM_WEIGHT: u32 = 100;
+/// Stability mode: link rates as multiples of the sustained rate.
+const STABILITY_STEPS: [f64; 6] = [0.5, 0.75, 1.0, 1.25, 1.5, 2.0];
+
+#[derive(Args, Debug)]
+pub struct ArchArgs {
+    /// Client counts to measure (greedy clients; the victim comes on top).
+    #[arg(long, value_name = "N,N,...", default_value = "1,2,4,8,16,32,64",
+          value_parser = parse_clients)]
+    clients: ClientList,
+    /// Architectures to compare, in the order run at each point.
+    #[arg(
+        long,
+        value_name = "A,...",
+        value_delimiter = ',',
+        default_value = "pspat,lock"
+    )]
+    arch: Vec<Arch>,
+    /// Backend the packets leave through (udp arrives with its own branch).
+    #[arg(long, value_enum, default_value_t = BackendArg::Null)]
+    backend: BackendArg,
+    /// Scheduling algorithm: a name or alias from `pspat algorithms`.
+    #[arg(long, value_name = "NAME", default_value = "qfq+")]
+    alg: String,
+    /// Algorithm parameters key=value[,...].
+    #[arg(long, value_name = "K=V,...", default_value = "")]
+    params: Params,
+    /// Emulated link rate in bit/s (suffixes K, M, G; 0 = unlimited: decisions as fast as
+    /// the engine makes them).
+    #[arg(long, value_name = "BPS", default_value = "0", value_parser = parse_rate)]
+    rate: u64,
+    /// Packet length in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 60,
+          value_parser = clap::value_parser!(u32).range(1..=65_535))]
+    len: u32,
+    /// Measured time per point, seconds (after a warm-up of a tenth of it, at least 20 ms).
+    #[arg(long, value_name = "S", default_value = "1", value_parser = parse_duration)]
+    duration: Duration,
+    /// PSPAT hand-off mode: arbiter, dispatchers[:N] or clients.
+    #[arg(long, value_name = "MODE", default_value = "arbiter")]
+    handoff: Handoff,
+    /// Run the low-rate, high-weight victim client (true/false).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    victim: bool,
+    /// The victim's gap between packets, microseconds.
+    #[arg(long, value_name = "US", default_value_t = 50,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    victim_gap_us: u64,
+    /// throughput (clients sweep) or stability (link-rate sweep, two clients 10:1).
+    #[arg(long, value_enum, default_value_t = Mode::Throughput)]
+    mode: Mode,
+    /// Stability mode: link rates to use instead of 0.5x..2x the measured sustained rate
+    /// (bit/s, suffixes K, M, G).
+    #[arg(long, value_name = "BPS,...", value_delimiter = ',', value_parser = parse_rate)]
+    rate_list: Vec<u64>,
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Write an SVG plot: throughput and victim p99 latency against clients.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClientList(Vec<usize>);
+
+fn parse_clients(s: &str) -> Result<ClientList, String> {
+    let mut v = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        let n: usize = item
+            .parse()
+            .map_err(|_| format!("client count '{item}' is not a number"))?;
+        if !(1..=1024).contains(&n) {
+            return Err(format!("client count {n} must be 1..=1024"));
+        }
+        v.push(n);
+    }
+    Ok(ClientList(v))
+}
+
+/// Parses a rate in bit/s: digits with an optional fraction and a K, M or G suffix.
+fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1e3),
+        Some((i, 'M' | 'm')) => (&t[..i], 1e6),
+        Some((i, 'G' | 'g')) => (&t[..i], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("rate '{s}' is not a number of bit/s (e.g. 10G, 100M, 0)"))?;
+    if !v.is_finite() || v < 0.0 || v * scale > 1e15 {
+        return Err(format!("rate '{s}' must be 0..=1000T bit/s"));
+    }
+    Ok((v * scale).round() as u64)
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("duration '{s}' is not a number of seconds"))?;
+    if !(0.01..=3600.0).contains(&v) {
+        return Err(format!("duration {v} s must be 0.01..=3600"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Arch {
+    /// Clients, mailboxes and one arbiter thread.
+    Pspat,
+    /// One lock around the scheduler (Linux TC's architecture).
+    Lock,
+}
+
+impl Arch {
+    fn name(self) -> &'static str {
+        match self {
+            Arch::Pspat => "pspat",
+            Arch::Lock => "lock",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BackendArg {
+    /// Counts packets, sends nothing.
+    Null,
+    /// UDP to loopback (not in this build yet).
+    Udp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// Decisions per second, shares and victim latency against the number of clients.
+    Throughput,
+    /// Shares of two clients 10:1 against the link rate.
+    Stability,
+}
+
+/// The engine under test, either architecture.
+enum Running {
+    Pspat(Engine),
+    Lock(LockedEngine),
+}
+
+impl Running {
+    /// The counters, stamped within 100 us of being read: a snapshot stamps its time
+    /// first, so a thread preempted while reading would count packets of the next
+    /// milliseconds in this window (up to a few tries on a loaded machine).
+    fn snapshot(&self) -> EngineSnapshot {
+        let mut tries = 0;
+        loop {
+            let s = match self {
+                Running::Pspat(e) => e.snapshot(),
+                Running::Lock(e) => e.snapshot(),
+            };
+            tries += 1;
+            if clock::now_ns() - s.at_ns < 100_000 || tries == 10 {
+                return s;
+            }
+        }
+    }
+    fn board(&self) -> Arc<LatencyBoard> {
+        match self {
+            Running::Pspat(e) => e.latency_board(),
+            Running::Lock(e) => e.latency_board(),
+        }
+    }
+    fn contended(&self) -> Option<u64> {
+        match self {
+            Running::Pspat(_) => None,
+            Running::Lock(e) => Some(e.lock_stats().contended.iter().sum()),
+        }
+    }
+    fn stop(self) -> pspat_engine::EngineReport {
+        match self {
+            Running::Pspat(e) => e.stop(false),
+            Running::Lock(e) => e.stop(false),
+        }
+    }
+}
+
+/// A client of either architecture.
+enum AnyClient {
+    Pspat(Client),
+    Lock(LockClient),
+}
+
+impl AnyClient {
+    #[inline]
+    fn submit(&mut self, flow: u32, len: u32) -> Result<(), SubmitError> {
+        match self {
+            AnyClient::Pspat(c) => c.submit(flow, len).map(drop),
+            AnyClient::Lock(c) => c.submit(flow, len).map(drop),
+        }
+    }
+    /// The mailbox is full: let others run (in the client hand-off mode, wait for and
+    /// send the cleared packets).
+    fn wait(&mut self, at_most: Duration) {
+        match self {
+            AnyClient::Pspat(c) if c.transmits_itself() => {
+                c.wait_and_drain(at_most);
+            }
+            _ => std::thread::yield_now(),
+        }
+    }
+    /// Nothing to send for `d`: sleep (in the client hand-off mode, sending what the
+    /// arbiter clears meanwhile). A victim that spun here would take a core from the
+    /// greedy clients and the arbiter on a small machine.
+    fn idle(&mut self, d: Duration) {
+        match self {
+            AnyClient::Pspat(c) if c.transmits_itself() => {
+                c.wait_and_drain(d);
+            }
+            _ => std::thread::sleep(d),
+        }
+    }
+}
+
+/// One measurement: an architecture, some greedy clients, maybe a victim.
+struct PointSpec<'a> {
+    arch: Arch,
+    alg: &'a str,
+    params: &'a Params,
+    rate_bps: u64,
+    len: u32,
+    duration: Duration,
+    handoff: Handoff,
+    /// Weights of the greedy clients.
+    greedy: Vec<u32>,
+    /// Victim gap in ns, if any.
+    victim_gap_ns: Option<u64>,
+    backend: Arc<dyn Backend>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct ClientShare {
+    client: usize,
+    weight: u32,
+    decisions: u64,
+    bytes: u64,
+    /// Bytes over the weight-proportional target among the greedy clients (1 = exact).
+    of_target: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Latency {
+    count: u64,
+    p50_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Point {
+    arch: Arch,
+    clients: usize,
+    decisions_per_s: f64,
+    /// Bits per second released onto the emulated link (the link rate when it binds).
+    released_bps: f64,
+    /// Single-thread enqueue+dequeue pairs per second of the same algorithm and flows.
+    limit_per_s: f64,
+    /// decisions_per_s / limit_per_s.
+    of_limit: f64,
+    /// Smallest over largest greedy share, each normalised by its weight.
+    share_min_max: f64,
+    shares: Vec<ClientShare>,
+    victim: Option<Latency>,
+    /// Packets dropped by the scheduler (all reasons) during the whole point.
+    drops: u64,
+    /// Submissions refused with MailboxFull (backpressure) during the whole point.
+    mailbox_full: u64,
+    /// Lock baseline: submits that found the lock taken.
+    lock_contended: Option<u64>,
+}
+
+/// One flow per client; the victim's last. A flow's maximum packet length is the packet
+/// length: timestamp schedulers size their guarantees (and QFQ its groups) by it.
+fn flows_of(greedy: &[u32], victim: bool, len: u32) -> Vec<FlowParams> {
+    greedy
+        .iter()
+        .copied()
+        .chain(victim.then_some(VICTIM_WEIGHT * GREEDY_WEIGHT))
+        .map(|w| FlowParams::weighted(w).with_max_len(len))
+        .collect()
+}
+
+fn engine_config(spec: &PointSpec) -> EngineConfig {
+    let victim = spec.victim_gap_ns.is_some();
+    let mut clients = vec![ClientConfig::default(); spec.greedy.len()];
+    if victim {
+        clients.push(ClientConfig {
+            track_latency: true,
+        });
+    }
+    let mut cfg = EngineConfig::new(spec.alg, flows_of(&spec.greedy, victim, spec.len), clients);
+    // Each flow can hold everything its client can have in flight: no scheduler drops.
+    let limit = cfg.mailbox_entries as u32;
+    for f in &mut cfg.flows {
+        *f = f.with_limit_pkts(limit);
+    }
+    cfg.params = spec.params.clone();
+    cfg.rate_bps = spec.rate_bps;
+    cfg.handoff = spec.handoff;
+    cfg
+}
+
+fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
+    let cfg = engine_config(spec);
+    let (running, clients): (Running, Vec<AnyClient>) = match spec.arch {
+        Arch::Pspat => {
+            let (e, c) = Engine::start(&cfg, Arc::clone(&spec.backend))?;
+            (
+                Running::Pspat(e),
+                c.into_iter().map(AnyClient::Pspat).collect(),
+            )
+        }
+        Arch::Lock => {
+            let (e, c) = LockedEngine::start(&cfg, Arc::clone(&spec.backend))?;
+            (
+                Running::Lock(e),
+                c.into_iter().map(AnyClient::Lock).collect(),
+            )
+        }
+    };
+    let n_greedy = spec.greedy.len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let len = spec.len;
+    let mut threads = Vec::with_capacity(clients.len());
+    for (i, mut c) in clients.into_iter().enumerate() {
+        let stop = Arc::clone(&stop);
+        let flow = i as u32;
+        let gap = if i >= n_greedy {
+            spec.victim_gap_ns
+        } else {
+            None
+        };
+        let name = if gap.is_some() {
+            "victim".to_owned()
+        } else {
+            format!("greedy-{i}")
+        };
+        let h = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || match gap {
+                None => greedy(&mut c, flow, len, &stop),
+                Some(gap) => victim(&mut c, flow, len, gap, &stop),
+            })
+            .context("spawning a client thread")?;
+        threads.push(h);
+    }
+    let warmup = (spec.duration / 10).max(Duration::from_millis(20));
+    std::thread::sleep(warmup);
+    let a = running.snapshot();
+    std::thread::sleep(spec.duration);
+    let b = running.snapshot();
+    let contended = running.contended();
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    let board = running.board();
+    let report = running.stop();
+
+    let dt = (b.at_ns - a.at_ns) as f64 / 1e9;
+    let decisions: u64 = b
+        .clients
+        .iter()
+        .zip(&a.clients)
+        .map(|(b, a)| b.scheduled - a.scheduled)
+        .sum();
+    let bytes: u64 = b
+        .clients
+        .iter()
+        .zip(&a.clients)
+        .map(|(b, a)| b.scheduled_bytes - a.scheduled_bytes)
+        .sum();
+    let greedy_bytes: Vec<u64> = (0..n_greedy)
+        .map(|i| b.clients[i].scheduled_bytes - a.clients[i].scheduled_bytes)
+        .collect();
+    let total_w: u64 = spec.greedy.iter().map(|&w| u64::from(w)).sum();
+    let total_b: u64 = greedy_bytes.iter().sum();
+    let shares: Vec<ClientShare> = (0..n_greedy)
+        .map(|i| {
+            let target = total_b as f64 * f64::from(spec.greedy[i]) / total_w as f64;
+            ClientShare {
+                client: i,
+                weight: spec.greedy[i],
+                decisions: b.clients[i].scheduled - a.clients[i].scheduled,
+                bytes: greedy_bytes[i],
+                of_target: if target > 0.0 {
+                    greedy_bytes[i] as f64 / target
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    let (lo, hi) = shares.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), s| {
+        (lo.min(s.of_target), hi.max(s.of_target))
+    });
+    let victim = spec.victim_gap_ns.and_then(|_| {
+        board.snapshot(n_greedy).map(|h| Latency {
+            count: h.len(),
+            p50_ns: h.value_at_quantile(0.5),
+            p99_ns: h.value_at_quantile(0.99),
+            max_ns: h.max(),
+        })
+    });
+    let s = &report.snapshot.clients;
+    let decisions_per_s = decisions as f64 / dt;
+    Ok(Point {
+        arch: spec.arch,
+        clients: n_greedy,
+        decisions_per_s,
+        released_bps: bytes as f64 * 8.0 / dt,
+        limit_per_s,
+        of_limit: if limit_per_s > 0.0 {
+            decisions_per_s / limit_per_s
+        } else {
+            0.0
+        },
+        share_min_max: if hi > 0.0 { lo / hi } else { 0.0 },
+        shares,
+        victim,
+        drops: s.iter().map(|c| c.dropped_total()).sum(),
+        mailbox_full: s.iter().map(|c| c.mailbox_full).sum(),
+        lock_contended: contended,
+    })
+}
+
+/// A greedy client: submits as fast as it can.
+fn greedy(c: &mut AnyClient, flow: u32, len: u32, stop: &AtomicBool) {
+    // ORDERING: Relaxed: the flag only ends the loop; the join orders everything else.
+    while !stop.load(Ordering::Relaxed) {
+        match c.submit(flow, len) {
+            Ok(()) => {}
+            Err(SubmitError::MailboxFull) => c.wait(Duration::from_micros(50)),
+            Err(_) => break,
+        }
+    }
+}
+
+/// The victim: one packet every `gap_ns`, on a schedule that does not drift.
+fn victim(c: &mut AnyClient, flow: u32, len: u32, gap_ns: u64, stop: &AtomicBool) {
+    let mut next = clock::now_ns();
+    // ORDERING: as in `greedy`.
+    while !stop.load(Ordering::Relaxed) {
+        let now = clock::now_ns();
+        if now >= next {
+            match c.submit(flow, len) {
+                Ok(()) | Err(SubmitError::MailboxFull) => {}
+                Err(_) => break,
+            }
+            next += gap_ns;
+            if next < now {
+                // Descheduled for longer than a gap: skip, do not burst to catch up.
+                next = now + gap_ns;
+            }
+        } else {
+            c.idle(Duration::from_nanos(next - now));
+        }
+    }
+}
+
+/// The limit: the same algorithm's enqueue+dequeue rate on one thread, no engine.
+struct Limit {
+    flows: Vec<FlowParams>,
+    len: u32,
+    duration: Duration,
+}
+
+/// Packets enqueued before they are dequeued, in the limit loop (round robin over flows).
+const LIMIT_BATCH: usize = 64;
+
+impl SchedulerVisitor<Pkt> for Limit {
+    type Output = Result<f64>;
+
+    fn visit<S: Scheduler<Pkt> + Send + 'static>(self, mut sched: S) -> Result<f64> {
+        let mut ids = Vec::with_capacity(self.flows.len());
+        for p in &self.flows {
+            ids.push(sched.add_flow(*p)?);
+        }
+        let n = ids.len();
+        let mut pairs = 0u64;
+        let mut f = 0usize;
+        let mut seq = 0u32;
+        let t0 = Instant::now();
+        loop {
+            for _ in 0..16 {
+                for _ in 0..LIMIT_BATCH {
+                    let p = Pkt {
+                        len: self.len,
+                        client: f as u32,
+                        flow: f as u32,
+                        seq,
+                        submit_ns: 0,
+                        depart_ns: 0,
+                    };
+                    if sched.enqueue(ids[f], p).is_err() {
+                        bail!("the limit loop's scheduler refused a packet");
+                    }
+                    seq = seq.wrapping_add(1);
+                    f = if f + 1 == n { 0 } else { f + 1 };
+                }
+                for _ in 0..LIMIT_BATCH {
+                    std::hint::black_box(sched.dequeue());
+                }
+                pairs += LIMIT_BATCH as u64;
+            }
+            let el = t0.elapsed();
+            if el >= self.duration {
+                return Ok(pairs as f64 / el.as_secs_f64());
+            }
+        }
+    }
+}
+
+fn measure_limit(
+    alg: &str,
+    params: &Params,
+    flows: Vec<FlowParams>,
+    len: u32,
+    d: Duration,
+) -> Result<f64> {
+    let cap = (LIMIT_BATCH * 2) as u32;
+    let flows = flows.into_iter().map(|f| f.with_limit_pkts(cap)).collect();
+    registry::visit::<Pkt, _>(
+        alg,
+        params,
+        cap,
+        Limit {
+            flows,
+            len,
+            duration: d,
+        },
+    )?
+}
+
+#[derive(Serialize)]
+struct ThroughputOut<'a> {
+    mode: &'static str,
+    alg: &'a str,
+    backend: &'static str,
+    handoff: String,
+    rate_bps: u64,
+    len: u32,
+    duration_s: f64,
+    victim_gap_us: Option<u64>,
+    victim_weight: Option<u32>,
+    points: &'a [Point],
+    /// pspat decisions/s over lock decisions/s, per client count (when both ran).
+    ratios: Vec<Ratio>,
+}
+
+#[derive(Serialize)]
+struct Ratio {
+    clients: usize,
+    pspat_over_lock: f64,
+}
+
+#[derive(Serialize)]
+struct StabilityRow {
+    rate_bps: u64,
+    /// Rate as a multiple of the sustained rate (when measured).
+    times_sustained: Option<f64>,
+    results: Vec<StabilityResult>,
+}
+
+#[derive(Serialize)]
+struct StabilityResult {
+    arch: Arch,
+    /// Heavy client's bytes over the light one's (the target is 10).
+    share: f64,
+    /// |share / 10 - 1| in percent.
+    error_pct: f64,
+    released_bps: f64,
+}
+
+#[derive(Serialize)]
+struct StabilityOut<'a> {
+    mode: &'static str,
+    alg: &'a str,
+    backend: &'static str,
+    handoff: String,
+    len: u32,
+    duration_s: f64,
+    /// Decisions/s of the PSPAT engine with the two clients on an unlimited link, in bit/s.
+    sustained_bps: Option<f64>,
+    rows: Vec<StabilityRow>,
+}
+
+pub fn run(a: ArchArgs) -> Result<()> {
+    let backend: Arc<dyn Backend> = match a.backend {
+        BackendArg::Null => Arc::new(pspat_io::null::Null),
+        BackendArg::Udp => return Err(Usage(
+            "--backend udp: this build has only the null backend (udp comes with its own branch)"
+                .into(),
+        )
+        .into()),
+    };
+    if a.arch.is_empty() {
+        return Err(Usage("--arch needs at least one of pspat, lock".into()).into());
+    }
+    // Name and parameters are the user's to fix: check them before any thread starts.
+    registry::build::<Pkt>(&a.alg, &a.params, 16).map_err(|e| Usage(e.to_string()))?;
+    if a.mode == Mode::Throughput && !a.rate_list.is_empty() {
+        return Err(Usage("--rate-list applies to --mode stability only".into()).into());
+    }
+    match a.mode {
+        Mode::Throughput => throughput(&a, backend),
+        Mode::Stability => stability(&a, backend),
+    }
+}
+
+fn progress(json: bool, msg: &str) {
+    if !json {
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "{msg}");
+    }
+}
+
+fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
+    let mut points: Vec<Point> = Vec::new();
+    let victim_gap_ns = a.victim.then_some(a.victim_gap_us * 1000);
+    for &n in &a.clients.0 {
+        let greedy = vec![GREEDY_WEIGHT; n];
+        let limit = measure_limit(
+            &a.alg,
+            &a.params,
+            flows_of(&greedy, a.victim, a.len),
+            a.len,
+            a.duration / 2,
+        )?;
+        for &arch in &a.arch {
+            progress(a.json, &format!("{} clients, {}...", n, arch.name()));
+            let spec = PointSpec {
+                arch,
+                alg: &a.alg,
+                params: &a.params,
+                rate_bps: a.rate,
+                len: a.len,
+                duration: a.duration,
+                handoff: a.handoff,
+                greedy: greedy.clone(),
+                victim_gap_ns,
+                backend: Arc::clone(&backend),
+            };
+            let p = run_point(&spec, limit)
+                .with_context(|| format!("{} with {n} clients", arch.name()))?;
+            points.push(p);
+        }
+    }
+    let ratios: Vec<Ratio> = a
+        .clients
+        .0
+        .iter()
+        .filter_map(|&n| {
+            let get = |arch| {
+                points
+                    .iter()
+                    .find(|p| p.arch == arch && p.clients == n)
+                    .map(|p| p.decisions_per_s)
+            };
+            let (p, l) = (get(Arch::Pspat)?, get(Arch::Lock)?);
+            Some(Ratio {
+                clients: n,
+                pspat_over_lock: if l > 0.0 { p / l } else { f64::INFINITY },
+            })
+        })
+        .collect();
+    if let Some(path) = &a.plot {
+        plot(path, &points, a).with_context(|| format!("writing the plot {}", path.display()))?;
+    }
+    if a.json {
+        let out = ThroughputOut {
+            mode: "throughput",
+            alg: &a.alg,
+            backend: "null",
+            handoff: a.handoff.to_string(),
+            rate_bps: a.rate,
+            len: a.len,
+            duration_s: a.duration.as_secs_f64(),
+            victim_gap_us: a.victim.then_some(a.victim_gap_us),
+            victim_weight: a.victim.then_some(VICTIM_WEIGHT),
+            points: &points,
+            ratios,
+        };
+        return emit(&serde_json::to_string(&out)?);
+    }
+    emit(&format!(
+        "bench arch: alg {} backend null handoff {} rate {} len {} B, {:.2} s per point{}",
+        a.alg,
+        a.handoff,
+        if a.rate == 0 {
+            "unlimited".to_owned()
+        } else {
+            format!("{} bit/s", a.rate)
+        },
+        a.len,
+        a.duration.as_secs_f64(),
+        if a.victim {
+            format!(
+                ", victim: 1 pkt / {} us, weight {VICTIM_WEIGHT}x",
+                a.victim_gap_us
+            )
+        } else {
+            String::new()
+        }
+    ))?;
+    let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .map(|p| {
+            let v = p.victim.as_ref();
+            vec![
+                p.arch.name().to_owned(),
+                p.clients.to_string(),
+                format!("{:.3}", p.decisions_per_s / 1e6),
+                format!("{:.3}", p.limit_per_s / 1e6),
+                format!("{:.2}", p.of_limit),
+                format!("{:.3}", p.share_min_max),
+                v.map_or("-".into(), |v| us(v.p50_ns)),
+                v.map_or("-".into(), |v| us(v.p99_ns)),
+                v.map_or("-".into(), |v| us(v.max_ns)),
+                p.drops.to_string(),
+                p.mailbox_full.to_string(),
+            ]
+        })
+        .collect();
+    let t = table::render(
+        &[
+            "arch",
+            "clients",
+            "Mdec/s",
+            "limit",
+            "of-limit",
+            "share-min/max",
+            "victim-p50us",
+            "p99us",
+            "maxus",
+            "drops",
+            "full",
+        ],
+        &rows,
+        &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+    );
+    emit(t.trim_end())?;
+    for r in &ratios {
+        emit(&format!(
+            "{} clients: pspat/lock = {:.2}",
+            r.clients, r.pspat_over_lock
+        ))?;
+    }
+    Ok(())
+}
+
+fn stability(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
+    let greedy = vec![10 * GREEDY_WEIGHT, GREEDY_WEIGHT];
+    let spec = |arch, rate_bps| PointSpec {
+        arch,
+        alg: &a.alg,
+        params: &a.params,
+        rate_bps,
+        len: a.len,
+        duration: a.duration,
+        handoff: a.handoff,
+        greedy: greedy.clone(),
+        victim_gap_ns: None,
+        backend: Arc::clone(&backend),
+    };
+    let (rates, sustained): (Vec<(u64, Option<f64>)>, Option<f64>) = if a.rate_list.is_empty() {
+        progress(
+            a.json,
+            "measuring the sustained rate (pspat, unlimited link)...",
+        );
+        let p = run_point(&spec(Arch::Pspat, 0), 0.0)?;
+        let bps = p.decisions_per_s * f64::from(a.len) * 8.0;
+        let rates = STABILITY_STEPS
+            .iter()
+            .map(|&x| ((bps * x).round().max(1.0) as u64, Some(x)))
+            .collect();
+        (rates, Some(bps))
+    } else {
+        (a.rate_list.iter().map(|&r| (r, None)).collect(), None)
+    };
+    let mut rows = Vec::new();
+    for &(rate, x) in &rates {
+        if rate == 0 {
+            return Err(
+                Usage("--rate-list: a rate of 0 is an unlimited link, not a rate".into()).into(),
+            );
+        }
+        let mut results = Vec::new();
+        for &arch in &a.arch {
+            progress(a.json, &format!("{} bit/s, {}...", rate, arch.name()));
+            let p = run_point(&spec(arch, rate), 0.0)?;
+            let share = p.shares[0].bytes as f64 / p.shares[1].bytes.max(1) as f64;
+            results.push(StabilityResult {
+                arch,
+                share,
+                error_pct: (share / 10.0 - 1.0).abs() * 100.0,
+                released_bps: p.released_bps,
+            });
+        }
+        rows.push(StabilityRow {
+            rate_bps: rate,
+            times_sustained: x,
+            results,
+        });
+    }
+    if a.json {
+        let out = StabilityOut {
+            mode: "stability",
+            alg: &a.alg,
+            backend: "null",
+            handoff: a.handoff.to_string(),
+            len: a.len,
+            duration_s: a.duration.as_secs_f64(),
+            sustained_bps: sustained,
+            rows,
+        };
+        return emit(&serde_json::to_string(&out)?);
+    }
+    emit(&format!(
+        "bench arch --mode stability: alg {} two greedy clients weights 10:1, {} B packets{}",
+        a.alg,
+        a.len,
+        sustained.map_or(String::new(), |s| format!(
+            ", pspat sustains {:.1} Mbit/s ({:.3} Mpps)",
+            s / 1e6,
+            s / 8.0 / f64::from(a.len) / 1e6
+        ))
+    ))?;
+    let mut table_rows = Vec::new();
+    for r in &rows {
+        for s in &r.results {
+            table_rows.push(vec![
+                format!("{:.1}", r.rate_bps as f64 / 1e6),
+                r.times_sustained.map_or("-".into(), |x| format!("{x:.2}")),
+                s.arch.name().to_owned(),
+                format!("{:.3}", s.share),
+                format!("{:.2}", s.error_pct),
+                format!("{:.1}", s.released_bps / 1e6),
+            ]);
+        }
+    }
+    let t = table::render(
+        &[
+            "link-Mbit/s",
+            "x-sustained",
+            "arch",
+            "share(10)",
+            "error%",
+            "released-Mbit/s",
+        ],
+        &table_rows,
+        &[0, 1, 3, 4, 5],
+    );
+    emit(t.trim_end())
+}
+
+/// One line per architecture: (x, y) points.
+type Lines = Vec<(Arch, Vec<(f64, f64)>)>;
+
+/// Two panels: decisions/s against clients, victim p99 latency against clients; one line
+/// per architecture. The x axis is log2 of the client count, the y axes are logarithmic
+/// (the two architectures' latencies differ by orders of magnitude).
+fn plot(path: &std::path::Path, points: &[Point], a: &ArchArgs) -> Result<()> {
+    use plotters::prelude::*;
+    let root = SVGBackend::new(path, (800, 900)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (top, bottom) = root.split_vertically(450);
+    let xs: Vec<f64> = a.clients.0.iter().map(|&n| (n as f64).log2()).collect();
+    let (x0, x1) = xs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        });
+    let (x0, x1) = if x1 > x0 {
+        (x0, x1)
+    } else {
+        (x0 - 1.0, x0 + 1.0)
+    };
+    let colour = |arch: Arch| match arch {
+        Arch::Pspat => BLUE,
+        Arch::Lock => RED,
+    };
+    let label_x = |x: &f64| format!("{:.0}", x.exp2());
+    let series = |f: &dyn Fn(&Point) -> Option<f64>| -> Lines {
+        a.arch
+            .iter()
+            .map(|&arch| {
+                let pts = points
+                    .iter()
+                    .filter(|p| p.arch == arch)
+                    .filter_map(|p| f(p).map(|y| ((p.clients as f64).log2(), y)))
+                    .collect();
+                (arch, pts)
+            })
+            .collect()
+    };
+    let panels: [(&DrawingArea<SVGBackend, _>, String, String, Lines); 2] = [
+        (
+            &top,
+            format!(
+                "{}: scheduler decisions per second ({} B, null backend)",
+                a.alg, a.len
+            ),
+            "Mdecisions/s".to_owned(),
+            series(&|p| Some(p.decisions_per_s / 1e6)),
+        ),
+        (
+            &bottom,
+            format!(
+                "victim p99 latency (1 pkt / {} us, weight {}x)",
+                a.victim_gap_us, VICTIM_WEIGHT
+            ),
+            "p99 latency, us".to_owned(),
+            series(&|p| p.victim.as_ref().map(|v| v.p99_ns as f64 / 1000.0)),
+        ),
+    ];
+    for (area, caption, ylabel, data) in panels {
+        let (ymin, ymax) = data
+            .iter()
+            .flat_map(|(_, v)| v.iter().map(|p| p.1))
+            .filter(|y| *y > 0.0)
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
+                (lo.min(y), hi.max(y))
+            });
+        let (ymin, ymax) = if ymax > 0.0 {
+            (ymin / 1.5, ymax * 1.5)
+        } else {
+            (0.1, 1.0)
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, ("sans-serif", 18))
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(x0..x1, (ymin..ymax).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("client threads")
+            .y_desc(ylabel)
+            .x_labels(xs.len())
+            .x_label_formatter(&label_x)
+            .draw()?;
+        for (arch, pts) in data {
+            if pts.is_empty() {
+                continue;
+            }
+            let c = colour(arch);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(arch.name())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
