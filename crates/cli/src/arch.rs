@@ -98,6 +98,12 @@ pub struct ArchArgs {
     /// Write an SVG plot: throughput and victim p99 latency against clients.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<std::path::PathBuf>,
+    /// Give the PSPAT arbiter a CPU of its own, as in the paper: the arbiter is pinned to
+    /// the last CPU this process may use and PSPAT clients round-robin over the others;
+    /// lock-based clients round-robin over all of them (they have no arbiter). On by
+    /// default; `--pin false` lets the OS place every thread.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pin: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -273,6 +279,7 @@ struct PointSpec<'a> {
     /// Victim gap in ns, if any.
     victim_gap_ns: Option<u64>,
     backend: Arc<dyn Backend>,
+    pin: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -344,7 +351,23 @@ fn engine_config(spec: &PointSpec) -> EngineConfig {
     cfg.params = spec.params.clone();
     cfg.rate_bps = spec.rate_bps;
     cfg.handoff = spec.handoff;
+    if spec.pin && spec.arch == Arch::Pspat {
+        cfg.arbiter_cpu = pspat_io::cpu::allowed_cpus().last().copied();
+    }
     cfg
+}
+
+/// The CPU client thread `i` is pinned to under `--pin` (see `ArchArgs::pin`).
+fn client_cpu(spec: &PointSpec, i: usize) -> Option<usize> {
+    if !spec.pin {
+        return None;
+    }
+    let cpus = pspat_io::cpu::allowed_cpus();
+    let usable = match spec.arch {
+        Arch::Pspat if cpus.len() > 1 => &cpus[..cpus.len() - 1],
+        _ => &cpus[..],
+    };
+    (!usable.is_empty()).then(|| usable[i % usable.len()])
 }
 
 fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
@@ -382,11 +405,18 @@ fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
         } else {
             format!("greedy-{i}")
         };
+        let cpu = client_cpu(spec, i);
         let h = std::thread::Builder::new()
             .name(name)
-            .spawn(move || match gap {
-                None => greedy(&mut c, flow, len, &stop),
-                Some(gap) => victim(&mut c, flow, len, gap, &stop),
+            .spawn(move || {
+                if let Some(cpu) = cpu {
+                    // Best effort: an unpinned client is still correct.
+                    let _ = pspat_io::cpu::pin_current_thread(cpu);
+                }
+                match gap {
+                    None => greedy(&mut c, flow, len, &stop),
+                    Some(gap) => victim(&mut c, flow, len, gap, &stop),
+                }
             })
             .context("spawning a client thread")?;
         threads.push(h);
@@ -687,6 +717,7 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
                 greedy: greedy.clone(),
                 victim_gap_ns,
                 backend: Arc::clone(&backend),
+                pin: a.pin,
             };
             let p = run_point(&spec, limit)
                 .with_context(|| format!("{} with {n} clients", arch.name()))?;
@@ -810,6 +841,7 @@ fn stability(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
         greedy: greedy.clone(),
         victim_gap_ns: None,
         backend: Arc::clone(&backend),
+        pin: a.pin,
     };
     let (rates, sustained): (Vec<(u64, Option<f64>)>, Option<f64>) = if a.rate_list.is_empty() {
         progress(

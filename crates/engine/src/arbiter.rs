@@ -114,6 +114,8 @@ pub(crate) struct Arbiter<S: Scheduler<Pkt>> {
     /// Aggregation: the largest aggregate each flow accepts (its `max_len`).
     max_len: Vec<u32>,
     client_mode: bool,
+    /// Most packets released per scan.
+    scan_batch: u32,
 }
 
 impl<S: Scheduler<Pkt>> Arbiter<S> {
@@ -159,6 +161,7 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
             aggregate_bytes,
             members,
             max_len: cfg.flows.iter().map(|f| f.max_len).collect(),
+            scan_batch: cfg.scan_batch.max(1),
             client_mode,
         }
     }
@@ -291,7 +294,8 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
         }
     }
 
-    /// Block 2: release packets onto the emulated link while it is idle at `now`.
+    /// Block 2: release packets onto the emulated link while it is idle at `now`, at most
+    /// `scan_batch` of them (the rest go on the next scan, after a look at the mailboxes).
     fn release(&mut self, now: u64) -> u32 {
         let mut sent = 0;
         if let Some(p) = self.stash.take() {
@@ -303,7 +307,7 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
         if !self.release_members(&mut sent) {
             return sent;
         }
-        while self.link.is_idle(now) {
+        while self.link.is_idle(now) && sent < self.scan_batch {
             let Some((_, p)) = self.sched.dequeue() else {
                 self.link.reset(now);
                 break;

@@ -88,6 +88,12 @@ pub struct EngineConfig {
     /// Decision aggregation (PSPAT section 6.3.1): one scheduler decision covers up to
     /// this many ns of consecutive packets of one client and flow; 0 = off.
     pub aggregate_ns: u64,
+    /// Most packets the arbiter releases in one scan before it looks at the mailboxes again
+    /// (bounds a scan's length when the link is unlimited or the arbiter is catching up, so
+    /// that a newly arrived packet of a light flow waits at most one short scan).
+    pub scan_batch: u32,
+    /// Pin the arbiter thread to this CPU (the paper gives it a core of its own).
+    pub arbiter_cpu: Option<usize>,
 }
 
 impl EngineConfig {
@@ -109,6 +115,8 @@ impl EngineConfig {
             spin_ns: 50_000,
             client_idle_ns: 1_000_000,
             aggregate_ns: 0,
+            scan_batch: 128,
+            arbiter_cpu: None,
         }
     }
 }

@@ -407,6 +407,14 @@ impl SchedulerVisitor<Pkt> for SpawnArbiter {
     type Output = Option<SchedSummary>;
 
     fn visit<S: Scheduler<Pkt> + 'static>(self, mut sched: S) -> Self::Output {
+        if let Some(cpu) = self.cfg.arbiter_cpu {
+            if let Err(e) = pspat_io::cpu::pin_current_thread(cpu) {
+                let _ = self.ready.send(Err(EngineError::Config(format!(
+                    "pinning the arbiter to CPU {cpu}: {e}"
+                ))));
+                return None;
+            }
+        }
         let mut flows: Vec<FlowId> = Vec::with_capacity(self.cfg.flows.len());
         for (index, p) in self.cfg.flows.iter().enumerate() {
             match sched.add_flow(*p) {

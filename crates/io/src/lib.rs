@@ -24,6 +24,7 @@
 
 pub mod backend;
 pub mod clock;
+pub mod cpu;
 pub mod null;
 mod parse;
 pub mod payload;

@@ -5,8 +5,11 @@
 
 #![allow(unsafe_code)]
 
+mod affinity;
 mod clock;
 mod mmsg;
+
+pub(crate) use affinity::{allowed_cpus, pin_current_thread};
 
 pub(crate) use clock::monotonic_ns;
 pub(crate) use mmsg::{set_rcvbuf, RecvBatch, SendBatch};
