@@ -362,7 +362,8 @@ fn stop_dispatchers(
         .collect()
 }
 
-fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
+/// Checks what both architectures need (the lock-based baseline shares it).
+pub(crate) fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
     let bad = |m: String| Err(EngineError::Config(m));
     if cfg.clients.is_empty() {
         return bad("an engine needs at least one client".into());

@@ -58,7 +58,7 @@ use pspat_sched::{DropReason, FlowId, Scheduler};
 use crate::client::{Accepted, SubmitError};
 use crate::clock;
 use crate::config::EngineConfig;
-use crate::engine::{EngineError, EngineReport, EngineSnapshot, SchedSummary, MAX_CLIENTS};
+use crate::engine::{validate, EngineError, EngineReport, EngineSnapshot, SchedSummary};
 use crate::latency::LatencyBoard;
 use crate::link::Link;
 use crate::shared::Shared;
@@ -550,26 +550,6 @@ impl Drop for LockedEngine {
             self.halt(false);
         }
     }
-}
-
-fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
-    let bad = |m: String| Err(EngineError::Config(m));
-    if cfg.clients.is_empty() {
-        return bad("an engine needs at least one client".into());
-    }
-    if cfg.clients.len() > MAX_CLIENTS {
-        return bad(format!(
-            "{} clients: at most {MAX_CLIENTS} are supported",
-            cfg.clients.len()
-        ));
-    }
-    if cfg.flows.is_empty() {
-        return bad("an engine needs at least one flow".into());
-    }
-    if cfg.tx_batch == 0 || cfg.tx_batch > 1024 {
-        return bad(format!("tx batch {} must be 1..=1024", cfg.tx_batch));
-    }
-    Ok(())
 }
 
 /// Builds the core around the scheduler the registry made, with the configured flows.

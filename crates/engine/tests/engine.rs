@@ -1,12 +1,16 @@
 //! End-to-end behaviour of the engine: no loss and no reordering per client in every
 //! hand-off mode, backpressure, the link rate, weighted shares, idle sleep and wake-up.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pspat_engine::{ClientConfig, Engine, EngineConfig, Handoff, SubmitError};
 use pspat_io::{Backend, Pkt, SendError, Sender};
 use pspat_sched::{DropReason, FlowParams};
+
+use common::assert_complete_and_ordered;
 
 /// A backend that keeps every packet it is given, per sender.
 #[derive(Default)]
@@ -90,23 +94,6 @@ fn run_all(cfg: &EngineConfig, per_client: u32) -> (Vec<Pkt>, pspat_engine::Engi
     let report = engine.stop(true);
     let pkts = got.lock().unwrap().concat();
     (pkts, report)
-}
-
-/// Checks that every client's packets arrived exactly once and in submission order.
-fn assert_complete_and_ordered(pkts: &[Pkt], clients: usize, per_client: u32) {
-    let mut next = vec![0u32; clients];
-    for p in pkts {
-        let c = p.client as usize;
-        // Per-sender vectors are concatenated, but a client's packets all go through one
-        // sender, so its packets are in transmission order here.
-        assert_eq!(
-            p.seq, next[c],
-            "client {c}: expected seq {} got {}",
-            next[c], p.seq
-        );
-        next[c] += 1;
-    }
-    assert_eq!(next, vec![per_client; clients], "packets lost");
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! shares at a bottleneck, the link rate, backpressure and drop reasons, the watchdog, and
 //! every registered algorithm running under the lock.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,6 +13,8 @@ use pspat_engine::{ClientConfig, EngineConfig, LockClient, LockedEngine, SubmitE
 use pspat_io::{Backend, Pkt, SendError, Sender};
 use pspat_sched::registry::algorithms;
 use pspat_sched::{DropReason, FlowParams};
+
+use common::assert_complete_and_ordered;
 
 /// A backend that appends every packet, with the time it was handed over, to one list in
 /// the order of the `send` calls (the lock design serializes them, so this is the order
@@ -103,20 +107,6 @@ fn run_all(
     (got, report)
 }
 
-fn assert_complete_and_ordered(pkts: &[(Pkt, u64)], clients: usize, per_client: u32) {
-    let mut next = vec![0u32; clients];
-    for (p, _) in pkts {
-        let c = p.client as usize;
-        assert_eq!(
-            p.seq, next[c],
-            "client {c}: expected seq {} got {}",
-            next[c], p.seq
-        );
-        next[c] += 1;
-    }
-    assert_eq!(next, vec![per_client; clients], "packets lost");
-}
-
 #[test]
 fn no_loss_no_reordering_per_client() {
     let _alone = serial();
@@ -137,7 +127,7 @@ fn no_loss_no_reordering_per_client() {
         cfg.rate_bps = rate_bps;
         cfg.mailbox_entries = 64;
         let (pkts, report) = run_all(&cfg, 20_000, 2_000);
-        assert_complete_and_ordered(&pkts, 8, 20_000);
+        assert_complete_and_ordered(pkts.iter().map(|(p, _)| p), 8, 20_000);
         for (c, s) in report.snapshot.clients.iter().enumerate() {
             assert_eq!(s.submitted, 20_000, "{alg} client {c}");
             assert_eq!(s.scheduled, 20_000, "{alg} client {c}");
@@ -163,7 +153,7 @@ fn every_registered_algorithm_runs_under_the_lock() {
         cfg.rate_bps = 0;
         cfg.mailbox_entries = 64;
         let (pkts, report) = run_all(&cfg, 3_000, 0);
-        assert_complete_and_ordered(&pkts, 3, 3_000);
+        assert_complete_and_ordered(pkts.iter().map(|(p, _)| p), 3, 3_000);
         assert_eq!(report.sched.unwrap().algorithm, info.name);
     }
 }
