@@ -10,6 +10,7 @@ mod compat;
 mod cpu;
 mod run;
 mod scenario;
+mod sim;
 mod table;
 
 use std::io::Write;
@@ -56,6 +57,8 @@ pspat run --alg drr --backend null --rate unlimited --json"
         #[command(subcommand)]
         what: Bench,
     },
+    /// Simulates flows through a scheduler on a virtual link: shares, delays, T-WFI, plots.
+    Sim(sim::SimArgs),
     /// Lists the registered scheduling algorithms.
     Algorithms {
         /// Print JSON instead of a table.
@@ -307,6 +310,7 @@ fn run() -> Result<()> {
         Command::Bench {
             what: Bench::Wfi(args),
         } => bench_wfi(args),
+        Command::Sim(args) => sim::main(args),
         Command::Algorithms { json } => list_algorithms(json),
     }
 }
