@@ -11,6 +11,7 @@ mod compat;
 mod cpu;
 mod run;
 mod scenario;
+mod sim;
 mod table;
 
 use std::io::Write;
@@ -57,6 +58,8 @@ pspat run --alg drr --backend null --rate unlimited --json"
         #[command(subcommand)]
         what: Bench,
     },
+    /// Simulates flows through a scheduler on a virtual link: shares, delays, T-WFI, plots.
+    Sim(sim::SimArgs),
     /// Lists the registered scheduling algorithms.
     Algorithms {
         /// Print JSON instead of a table.
@@ -331,6 +334,7 @@ fn run() -> Result<()> {
         Command::Bench {
             what: Bench::Arch(args),
         } => arch::run(args),
+        Command::Sim(args) => sim::main(args),
         Command::Algorithms { json } => list_algorithms(json),
     }
 }

@@ -233,6 +233,23 @@ pub fn qfq_plus_t_wfi_bound_any_aggregate(b: &BoundInputs, big_m: u32) -> f64 {
         .fold(f64::NEG_INFINITY, f64::max)
 }
 
+/// DRR's T-WFI bound, ns, for a flow of share `phi_k` among `n` flows whose smallest share
+/// is `phi_min`, all packets at most `L` bytes and quanta proportional to the weights with
+/// the smallest flow's quantum `L`: QFQ+ paper eq. (15) (pspat-architecture.md eq. 3) plus
+/// the transmit-queue term:
+///
+/// `T-WFI_k <= (1/phi_min + 1/phi_k + n - 1) L / R + Q / R`.
+///
+/// The QFQ+ paper's section 6 example (`n = 1000`, `phi_min = 0.75e-3`, `phi_k = 0.25`)
+/// gives `2336.3 L / R + Q / R`.
+pub fn drr_t_wfi_bound(b: &BoundInputs, phi_min: f64, n: u64) -> f64 {
+    let l = f64::from(b.max_len_all);
+    ns(
+        (1.0 / phi_min + 1.0 / b.phi + n as f64 - 1.0) * l + b.delta_w_bytes as f64,
+        b.rate_bps,
+    )
+}
+
 /// Measures every flow of a run: one [`FlowService`] per entry of `weights` (flows that sent
 /// nothing get zeros). `trace` must be the complete run of `arrivals` on one link (every
 /// arrival transmitted or dropped once), as [`super::link::run_on_link`] produces.
@@ -430,6 +447,25 @@ pub fn measure(trace: &Trace, arrivals: &[Arrival], weights: &[u32]) -> Vec<Flow
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn drr_bound_matches_the_papers_worked_examples() {
+        // QFQ+ paper section 6: n = 1000, phi_min = 0.75e-3, phi_k = 0.25, L = 1, R = 8 bit/ns
+        // (1 byte/ns): (1000/0.75 + 4 + 999) L/R = 2336.33 ns without a transmit queue.
+        let b = BoundInputs {
+            phi: 0.25,
+            max_len_i: 1,
+            max_len_all: 1,
+            delta_w_bytes: 0,
+            rate_bps: 8e9,
+        };
+        assert!((drr_t_wfi_bound(&b, 0.75e-3, 1000) - 2336.333).abs() < 1e-2);
+        // pspat paper section 5.2: phi_k = 0.5, phi_min = 0.005, 25 clients: 226 L/B;
+        // 100 clients: 301 L/B.
+        let b = BoundInputs { phi: 0.5, ..b };
+        assert!((drr_t_wfi_bound(&b, 0.005, 25) - 226.0).abs() < 1e-9);
+        assert!((drr_t_wfi_bound(&b, 0.005, 100) - 301.0).abs() < 1e-9);
+    }
     use super::*;
     use crate::packet::Desc;
     use crate::reference::gps::gps_finish_times;

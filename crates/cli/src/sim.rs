@@ -1,0 +1,270 @@
+//! `pspat sim`: the virtual-link simulator (crate `pspat-sim`), from a scenario file, a
+//! sweep file (the papers' reproductions under `scenarios/`) or flags.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use pspat_sim::metrics::Series;
+use pspat_sim::sweep::{plot_sweep, run_sweep, SweepReport, SweepSpec};
+use pspat_sim::{plot, Scenario};
+
+#[derive(Args, Debug)]
+#[command(
+    long_about = "Simulates flows feeding a scheduler that drains into a virtual link of a given \
+rate, through a FIFO transmit queue of --txq packets, and reports per flow and per group: \
+throughput and share against the weight share, delay percentiles, burst completion times, \
+T-WFI and B-WFI against the exact fluid GPS system, Jain's index.\n\n\
+FILE is a scenario (see crates/sim/src/scenario.rs) or a sweep (a file with `algs = [...]`, \
+see crates/sim/src/sweep.rs: the reproductions of the papers under scenarios/). Without FILE, \
+the scenario comes from the flags: --alg, --rate, --txq and one --flow per group, an inline \
+TOML table.",
+    after_help = "Examples:\n  pspat sim scenarios/scrr-fig2.toml\n  pspat sim scenarios/mix.toml --alg drr --plots out/\n  \
+pspat sim --alg qfq --rate 1e9 --packets 100000 \\\n    --flow 'name=\"heavy\", weight=3, size={kind=\"fixed\",len=1500}, arrival={kind=\"backlogged\"}' \\\n    \
+--flow 'name=\"voip\", count=10, size={kind=\"fixed\",len=200}, arrival={kind=\"cbr\",rate_bps=64e3}'"
+)]
+pub struct SimArgs {
+    /// Scenario or sweep file (TOML).
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Algorithm (overrides the file's), `name@key=value,...`.
+    #[arg(long, value_name = "NAME")]
+    alg: Option<String>,
+    /// Link rate, bit/s (flags-only scenarios; default 1e9).
+    #[arg(long, value_name = "BPS")]
+    rate: Option<f64>,
+    /// Transmit queue, packets.
+    #[arg(long, value_name = "PKTS")]
+    txq: Option<u32>,
+    /// Seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Stop generating after N packets.
+    #[arg(short = 'n', long, value_name = "N")]
+    packets: Option<u64>,
+    /// Stop generating after this simulated time, ms.
+    #[arg(long, value_name = "MS")]
+    duration_ms: Option<f64>,
+    /// A flow group as an inline TOML table (repeatable; flags-only scenarios).
+    #[arg(long = "flow", value_name = "TABLE")]
+    flows: Vec<String>,
+    /// Skip T-WFI, B-WFI and the GPS metrics (less memory, faster).
+    #[arg(long)]
+    no_wfi: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Per-flow entries in the JSON at most (the CSV always has them all).
+    #[arg(long, value_name = "N", default_value = "1000")]
+    flows_json_max: usize,
+    /// Write flows.csv, groups.csv and report.json into DIR.
+    #[arg(long, value_name = "DIR")]
+    csv: Option<PathBuf>,
+    /// Write the SVG plots into DIR (service vs fluid, delay CDF, burst latency); for a
+    /// sweep, the plot goes where the file says unless this is given.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
+}
+
+fn is_sweep(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("algs"))
+}
+
+/// Runs `pspat sim`.
+pub fn main(a: SimArgs) -> Result<()> {
+    if let Some(path) = &a.file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading '{}'", path.display()))?;
+        if is_sweep(&text) {
+            return sweep(&a, path, &text);
+        }
+    }
+    let mut sc = scenario(&a)?;
+    if let Some(alg) = &a.alg {
+        sc.alg = alg.clone();
+    }
+    if let Some(t) = a.txq {
+        sc.txq = t;
+    }
+    if let Some(s) = a.seed {
+        sc.seed = s;
+    }
+    if let Some(n) = a.packets {
+        sc.packets = Some(n);
+    }
+    if let Some(d) = a.duration_ms {
+        sc.duration_ms = Some(d);
+    }
+    if let Some(r) = a.rate {
+        sc.rate_bps = r;
+    }
+    if a.no_wfi {
+        sc.wfi = false;
+    }
+    sc.validate()?;
+    let mut report = pspat_sim::run(&sc)?;
+    if let Some(dir) = &a.csv {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating '{}'", dir.display()))?;
+        write(&dir.join("flows.csv"), &report.flows_csv())?;
+        write(&dir.join("groups.csv"), &report.groups_csv())?;
+        write(
+            &dir.join("report.json"),
+            &serde_json::to_string_pretty(&report)?,
+        )?;
+    }
+    if let Some(dir) = &a.plots {
+        let title = if sc.name.is_empty() {
+            report.alg.clone()
+        } else {
+            format!("{} ({})", sc.name, report.alg)
+        };
+        for f in plot::run_plots(dir, &title, &report.plot)? {
+            eprintln!("wrote {f}");
+        }
+    }
+    if a.json {
+        if report.per_flow.len() > a.flows_json_max {
+            report.per_flow.clear();
+        }
+        crate::emit(&serde_json::to_string(&report)?)
+    } else {
+        crate::emit(report.to_string().trim_end())
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing '{}'", path.display()))
+}
+
+/// The scenario of the file or of the flags.
+fn scenario(a: &SimArgs) -> Result<Scenario> {
+    if let Some(path) = &a.file {
+        if !a.flows.is_empty() {
+            bail!(crate::Usage("--flow is for scenarios without FILE".into()));
+        }
+        return Ok(Scenario::from_file(path)?);
+    }
+    if a.flows.is_empty() {
+        bail!(crate::Usage(
+            "give a scenario FILE or at least one --flow (see --help)".into()
+        ));
+    }
+    let mut t = toml::Table::new();
+    t.insert(
+        "alg".into(),
+        toml::Value::String(a.alg.clone().unwrap_or_else(|| "qfq".into())),
+    );
+    t.insert("rate_bps".into(), toml::Value::Float(a.rate.unwrap_or(1e9)));
+    match (a.packets, a.duration_ms) {
+        (None, None) => {
+            t.insert("packets".into(), toml::Value::Integer(100_000));
+        }
+        (p, d) => {
+            if let Some(p) = p {
+                let p = i64::try_from(p).context("--packets")?;
+                t.insert("packets".into(), toml::Value::Integer(p));
+            }
+            if let Some(d) = d {
+                t.insert("duration_ms".into(), toml::Value::Float(d));
+            }
+        }
+    }
+    let flows = a
+        .flows
+        .iter()
+        .map(|body| inline_table(body).map(toml::Value::Table))
+        .collect::<Result<Vec<_>>>()?;
+    t.insert("flows".into(), toml::Value::Array(flows));
+    let text = toml::to_string(&t).context("--flow")?;
+    Ok(Scenario::from_toml(&text, "--flow")?)
+}
+
+/// `k=v, k={...}` (an inline table's body) as a table.
+fn inline_table(body: &str) -> Result<toml::Table> {
+    let mut t: toml::Table = toml::from_str(&format!("x = {{ {body} }}"))
+        .with_context(|| format!("--flow '{body}' is not an inline TOML table body"))?;
+    match t.remove("x") {
+        Some(toml::Value::Table(x)) => Ok(x),
+        _ => bail!("--flow '{body}' is not an inline TOML table body"),
+    }
+}
+
+fn sweep(a: &SimArgs, path: &Path, text: &str) -> Result<()> {
+    let spec: SweepSpec =
+        toml::from_str(text).with_context(|| format!("sweep '{}'", path.display()))?;
+    let report = run_sweep(&spec, |c| {
+        eprintln!("  {:<24} {:<16} {:.3}", c.alg, c.label, c.y);
+    })?;
+    let bounds = bounds(&report);
+    let out = match (&a.plots, &spec.plot) {
+        (Some(dir), _) => Some(
+            dir.join(
+                path.file_stem()
+                    .map(|s| format!("{}.svg", s.to_string_lossy()))
+                    .unwrap_or_else(|| "sweep.svg".into()),
+            ),
+        ),
+        (None, Some(p)) => Some(PathBuf::from(p)),
+        (None, None) => None,
+    };
+    if let Some(p) = &out {
+        plot_sweep(&spec, &report, p, &bounds)?;
+        write(&p.with_extension("csv"), &report.csv())?;
+        eprintln!(
+            "wrote {} and {}",
+            p.display(),
+            p.with_extension("csv").display()
+        );
+    }
+    if a.json {
+        crate::emit(&serde_json::to_string(&report)?)
+    } else {
+        let mut s = format!("{}\n{}\n{}", report.title, report.metric, report.markdown());
+        if !bounds.is_empty() {
+            s.push_str("\nbounds (same unit):\n");
+            for b in &bounds {
+                let pts: Vec<String> = b
+                    .points
+                    .iter()
+                    .map(|p| format!("{}: {:.2}", p.0, p.1))
+                    .collect();
+                s.push_str(&format!("{}: {}\n", b.label, pts.join(", ")));
+            }
+        }
+        s.push_str(&format!("wall {:.1}s", report.wall_s));
+        crate::emit(&s)
+    }
+}
+
+/// For `bench-wfi` sweeps whose metric is a class's T-WFI in service times: the analytic
+/// T-WFI bound of each algorithm that has one, per cell, in the same unit.
+fn bounds(report: &SweepReport) -> Vec<Series> {
+    let idx = if report.metric == "maxw:t_wfi_service_times" {
+        None
+    } else {
+        match report
+            .metric
+            .strip_prefix("class:")
+            .and_then(|m| m.strip_suffix(":t_wfi_service_times"))
+            .and_then(|i| i.parse::<usize>().ok())
+        {
+            Some(i) => Some(i),
+            None => return Vec::new(),
+        }
+    };
+    let mut out: Vec<Series> = Vec::new();
+    for (cell, run) in report.cells.iter().zip(&report.runs) {
+        let Some(b) = pspat_sim::sweep::bench_bound(run, idx, &cell.alg) else {
+            continue;
+        };
+        let label = format!("{} bound", cell.alg);
+        match out.iter_mut().find(|s| s.label == label) {
+            Some(s) => s.points.push((cell.x, b)),
+            None => out.push(Series {
+                label,
+                points: vec![(cell.x, b)],
+            }),
+        }
+    }
+    out
+}

@@ -1,0 +1,403 @@
+//! What a run measured, per flow and per group, and the reductions that produce it
+//! (percentiles, Jain's index, burst completion by burst length).
+
+use serde::Serialize;
+
+/// The `q`-quantile (0..=1) of sorted values by the nearest-rank method (`NaN` when empty).
+pub fn quantile(sorted: &[f32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    // nearest rank: the smallest value with at least q of the values at or below it
+    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
+    f64::from(sorted[rank.min(sorted.len()) - 1])
+}
+
+/// Jain's fairness index of `x`: `(sum x)^2 / (n sum x^2)`, 1 when all are equal, `1/n`
+/// when one has everything; 1 for an empty or all-zero set.
+pub fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    if s2 == 0.0 {
+        1.0
+    } else {
+        s * s / (x.len() as f64 * s2)
+    }
+}
+
+/// Percentiles of a delay-like quantity, ns.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Pcts {
+    /// Number of samples.
+    pub n: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Pcts {
+    /// Of `v`, sorting it.
+    pub fn of(v: &mut [f32]) -> Self {
+        if v.is_empty() {
+            return Self::default();
+        }
+        v.sort_unstable_by(f32::total_cmp);
+        Self {
+            n: v.len() as u64,
+            mean: v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64,
+            p50: quantile(v, 0.5),
+            p90: quantile(v, 0.9),
+            p99: quantile(v, 0.99),
+            max: f64::from(v[v.len() - 1]),
+        }
+    }
+}
+
+/// Burst completion times of bursts of one length.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct BurstRow {
+    /// Burst length, packets.
+    pub len: u32,
+    /// Completion times, ns (first arrival to last departure).
+    pub completion: Pcts,
+}
+
+/// One flow's results.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct FlowReport {
+    /// Index of the flow.
+    pub flow: u32,
+    /// Its group.
+    pub group: String,
+    /// Weight.
+    pub weight: u32,
+    /// Weight share `w / sum w` over all flows.
+    pub phi: f64,
+    /// Packets arrived.
+    pub arrived: u64,
+    /// Packets transmitted.
+    pub packets: u64,
+    /// Bytes transmitted.
+    pub bytes: u64,
+    /// Packets the scheduler refused.
+    pub drops: u64,
+    /// Bytes transmitted over the run's span, bit/s.
+    pub throughput_bps: f64,
+    /// Share of all transmitted bytes.
+    pub share: f64,
+    /// `share / phi` (1: exactly its weighted share).
+    pub share_over_phi: f64,
+    /// Delay from arrival to the last bit's departure, ns.
+    pub delay: Pcts,
+    /// Burst (response, frame) completion times, ns; empty for non-bursty flows.
+    pub bursts: Pcts,
+    /// Measured T-WFI, ns (QFQ+ paper eq. 1), when measured.
+    pub t_wfi_ns: Option<f64>,
+    /// T-WFI in the flow's packet service times `L_i / (phi_i R)`.
+    pub t_wfi_service_times: Option<f64>,
+    /// Measured B-WFI, bytes (eq. A.20).
+    pub b_wfi_bytes: Option<f64>,
+    /// Largest completion time minus GPS completion time, ns.
+    pub gps_delay_ns: Option<f64>,
+    /// Largest fluid service minus packet service, bytes.
+    pub gps_lag_bytes: Option<f64>,
+}
+
+/// One group's results: sums, pooled percentiles and worst cases.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct GroupReport {
+    /// Name.
+    pub name: String,
+    /// Flows in the group.
+    pub flows: u32,
+    /// Weight of each flow.
+    pub weight: u32,
+    /// Sum of the group's weight shares.
+    pub phi: f64,
+    /// Packets arrived.
+    pub arrived: u64,
+    /// Packets transmitted.
+    pub packets: u64,
+    /// Packets dropped.
+    pub drops: u64,
+    /// Bit/s, all flows together.
+    pub throughput_bps: f64,
+    /// Share of the transmitted bytes.
+    pub share: f64,
+    /// `share / phi`.
+    pub share_over_phi: f64,
+    /// Jain's index of the flows' throughput per unit weight within the group.
+    pub jain: f64,
+    /// Pooled packet delays, ns.
+    pub delay: Pcts,
+    /// Pooled burst completion times, ns.
+    pub bursts: Pcts,
+    /// Burst completion by burst length.
+    pub burst_by_len: Vec<BurstRow>,
+    /// Largest T-WFI of a flow of the group, ns.
+    pub t_wfi_ns: Option<f64>,
+    /// The same in that flow's packet service times.
+    pub t_wfi_service_times: Option<f64>,
+    /// The flow with that T-WFI.
+    pub t_wfi_flow: Option<u32>,
+    /// Largest B-WFI, bytes.
+    pub b_wfi_bytes: Option<f64>,
+    /// Largest GPS delay, ns.
+    pub gps_delay_ns: Option<f64>,
+}
+
+/// A point series for the plots.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Series {
+    /// Legend.
+    pub label: String,
+    /// Points.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// What the plots of one run draw.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PlotData {
+    /// Cumulative service of selected flows, bytes against ms: packet system and GPS.
+    pub service: Vec<Series>,
+    /// Delay CDF per group: (delay us, fraction).
+    pub delay_cdf: Vec<Series>,
+    /// Mean burst completion (us) against burst length, per bursty group.
+    pub burst_latency: Vec<Series>,
+}
+
+/// The results of one run.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct SimReport {
+    /// Scenario name.
+    pub name: String,
+    /// Canonical algorithm name.
+    pub alg: String,
+    /// Algorithm parameters as given.
+    pub params: String,
+    /// Link rate, bit/s.
+    pub rate_bps: f64,
+    /// Transmit queue, packets.
+    pub txq: u32,
+    /// Seed.
+    pub seed: u64,
+    /// Flows.
+    pub flows: u64,
+    /// Packets arrived.
+    pub arrived: u64,
+    /// Packets transmitted.
+    pub packets: u64,
+    /// Bytes transmitted.
+    pub bytes: u64,
+    /// Packets dropped.
+    pub drops: u64,
+    /// Simulated time until the last departure, ns.
+    pub duration_ns: f64,
+    /// Fraction of that time the wire was busy.
+    pub utilization: f64,
+    /// Jain's index of throughput per unit weight over the flows whose arrivals never let
+    /// them go idle (backlogged flows); `None` without such flows.
+    pub jain_backlogged: Option<f64>,
+    /// Jain's index of throughput per unit weight over all flows.
+    pub jain_all: f64,
+    /// Wall time, seconds.
+    pub wall_s: f64,
+    /// Per group.
+    pub groups: Vec<GroupReport>,
+    /// Per flow (omitted from the JSON above `--flows-json-max` flows; always in the CSV).
+    pub per_flow: Vec<FlowReport>,
+    /// Plot data.
+    #[serde(skip)]
+    pub plot: PlotData,
+}
+
+impl SimReport {
+    /// The per-flow table as CSV.
+    pub fn flows_csv(&self) -> String {
+        let mut s = String::from(
+            "flow,group,weight,phi,arrived,packets,bytes,drops,throughput_bps,share,share_over_phi,\
+             delay_p50_ns,delay_p90_ns,delay_p99_ns,delay_max_ns,bursts,burst_mean_ns,burst_p50_ns,\
+             burst_p99_ns,burst_max_ns,t_wfi_ns,t_wfi_service_times,b_wfi_bytes,gps_delay_ns,\
+             gps_lag_bytes\n",
+        );
+        let o = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
+        for f in &self.per_flow {
+            s.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                f.flow,
+                f.group,
+                f.weight,
+                f.phi,
+                f.arrived,
+                f.packets,
+                f.bytes,
+                f.drops,
+                f.throughput_bps,
+                f.share,
+                f.share_over_phi,
+                f.delay.p50,
+                f.delay.p90,
+                f.delay.p99,
+                f.delay.max,
+                f.bursts.n,
+                f.bursts.mean,
+                f.bursts.p50,
+                f.bursts.p99,
+                f.bursts.max,
+                o(f.t_wfi_ns),
+                o(f.t_wfi_service_times),
+                o(f.b_wfi_bytes),
+                o(f.gps_delay_ns),
+                o(f.gps_lag_bytes),
+            ));
+        }
+        s
+    }
+
+    /// The per-group table as CSV.
+    pub fn groups_csv(&self) -> String {
+        let mut s = String::from(
+            "group,flows,weight,phi,arrived,packets,drops,throughput_bps,share,share_over_phi,\
+             jain,delay_p50_ns,delay_p90_ns,delay_p99_ns,delay_max_ns,bursts,burst_mean_ns,\
+             burst_p99_ns,t_wfi_ns,t_wfi_service_times,b_wfi_bytes,gps_delay_ns\n",
+        );
+        let o = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
+        for g in &self.groups {
+            s.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                g.name,
+                g.flows,
+                g.weight,
+                g.phi,
+                g.arrived,
+                g.packets,
+                g.drops,
+                g.throughput_bps,
+                g.share,
+                g.share_over_phi,
+                g.jain,
+                g.delay.p50,
+                g.delay.p90,
+                g.delay.p99,
+                g.delay.max,
+                g.bursts.n,
+                g.bursts.mean,
+                g.bursts.p99,
+                o(g.t_wfi_ns),
+                o(g.t_wfi_service_times),
+                o(g.b_wfi_bytes),
+                o(g.gps_delay_ns),
+            ));
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for SimReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{} alg={}{} rate={}bps txq={} seed={} flows={}",
+            if self.name.is_empty() {
+                "sim"
+            } else {
+                &self.name
+            },
+            self.alg,
+            if self.params.is_empty() {
+                String::new()
+            } else {
+                format!("@{}", self.params)
+            },
+            self.rate_bps,
+            self.txq,
+            self.seed,
+            self.flows
+        )?;
+        writeln!(
+            f,
+            "arrived={} sent={} dropped={} simulated={:.3}ms utilization={:.3} jain(all)={:.4}{} wall={:.2}s",
+            self.arrived,
+            self.packets,
+            self.drops,
+            self.duration_ns / 1e6,
+            self.utilization,
+            self.jain_all,
+            self.jain_backlogged
+                .map_or(String::new(), |j| format!(" jain(backlogged)={j:.4}")),
+            self.wall_s
+        )?;
+        writeln!(
+            f,
+            "{:<12} {:>6} {:>6} {:>12} {:>8} {:>10} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10}",
+            "group",
+            "flows",
+            "weight",
+            "Mbit/s",
+            "share/phi",
+            "delay p50",
+            "p99",
+            "max us",
+            "burst mean",
+            "burst p99 us",
+            "T-WFI us",
+            "(svc times)"
+        )?;
+        for g in &self.groups {
+            let us = |ns: f64| if ns.is_nan() { f64::NAN } else { ns / 1e3 };
+            writeln!(
+                f,
+                "{:<12} {:>6} {:>6} {:>12.3} {:>8.3} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.2} {:>10} {:>10}",
+                g.name,
+                g.flows,
+                g.weight,
+                g.throughput_bps / 1e6,
+                g.share_over_phi,
+                us(g.delay.p50),
+                us(g.delay.p99),
+                us(g.delay.max),
+                us(g.bursts.mean),
+                us(g.bursts.p99),
+                g.t_wfi_ns.map_or("-".into(), |v| format!("{:.2}", v / 1e3)),
+                g.t_wfi_service_times
+                    .map_or("-".into(), |v| format!("{v:.3}")),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        // 1..=10: the median by nearest rank is the 5th value, p90 the 9th, p99 the 10th.
+        let v: Vec<f32> = (1..=10).map(|x| x as f32).collect();
+        assert_eq!(quantile(&v, 0.5), 5.0);
+        assert_eq!(quantile(&v, 0.9), 9.0);
+        assert_eq!(quantile(&v, 0.99), 10.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert!(quantile(&[], 0.5).is_nan());
+        let mut w = vec![3.0, 1.0, 2.0];
+        let p = Pcts::of(&mut w);
+        assert_eq!((p.n, p.mean, p.p50, p.max), (3, 2.0, 2.0, 3.0));
+    }
+
+    #[test]
+    fn jain_extremes() {
+        assert!((jain(&[2.0, 2.0, 2.0]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+        // (1 + 3)^2 / (2 (1 + 9)) = 0.8
+        assert!((jain(&[1.0, 3.0]) - 0.8).abs() < 1e-12);
+        assert_eq!(jain(&[]), 1.0);
+    }
+}

@@ -1,0 +1,556 @@
+//! The discrete-event loop: sources feed the scheduler, the virtual link drains it.
+//!
+//! # Model
+//!
+//! The link is [`VirtualLink`] (QFQ+ paper, appendix A.4): a wire of `rate_bps` behind a
+//! FIFO transmit queue of `txq` packets that the dequeue unit keeps full from the
+//! scheduler. Events are the sources' arrivals (integer nanoseconds, from a min-heap over
+//! the flows) and the wire's completions (exact `f64`). At equal times the completion goes
+//! first, then the arrivals, then the dequeue unit (the link's own order).
+//!
+//! Feedback from the link to the sources:
+//!
+//! - a *backlogged* flow gets a new packet, at the next whole nanosecond, each time one of
+//!   its packets is handed to the transmit queue (so it keeps `depth` packets queued, give
+//!   or take the one in transit; `depth >= 2` keeps it backlogged without a gap);
+//! - a *request-response* flow's next response starts `think_us` after the last packet
+//!   of the previous one left the wire (or was dropped).
+//!
+//! Generation stops at `duration_ms` or after `packets` arrivals; the link then sends what
+//! is queued. The run keeps every packet's record (about 90 bytes each) for the service
+//! metrics of [`pspat_sched::reference::wfi::measure`], which compares the run with the
+//! exact fluid GPS system; the delay and burst metrics are collected as packets start on
+//! the wire (their finish time is known then).
+//!
+//! The scheduler is built through [`registry::visit`], so this loop is compiled once per
+//! algorithm with the scheduler's concrete type.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Instant;
+
+use pspat_sched::reference::gps::FluidGps;
+use pspat_sched::reference::link::VirtualLink;
+use pspat_sched::reference::trace::{Arrival, Trace};
+use pspat_sched::reference::wfi::{measure, FlowService};
+use pspat_sched::registry::{self, SchedulerVisitor};
+use pspat_sched::{Desc, Scheduler};
+
+use crate::error::SimError;
+use crate::metrics::{jain, BurstRow, FlowReport, GroupReport, Pcts, PlotData, Series, SimReport};
+use crate::scenario::{parse_alg, Scenario};
+use crate::traffic::{ArrivalSpec, Next, Source};
+
+/// A burst whose packets have not all left.
+#[derive(Clone, Copy, Debug)]
+struct OpenBurst {
+    start_ns: f64,
+    len: u32,
+    /// Packets not yet transmitted or dropped (including those not yet arrived).
+    left: u32,
+    /// Latest departure of its packets so far.
+    last_ns: f64,
+}
+
+/// Per-flow accumulators.
+#[derive(Clone, Debug, Default)]
+struct Acc {
+    arrived: u64,
+    packets: u64,
+    bytes: u64,
+    drops: u64,
+    delays: Vec<f32>,
+    /// (burst length, completion ns)
+    bursts: Vec<(u32, f32)>,
+    open: VecDeque<OpenBurst>,
+}
+
+/// Everything a run keeps besides the scheduler.
+struct State {
+    sources: Vec<Source>,
+    backlogged: Vec<bool>,
+    acc: Vec<Acc>,
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Exact next arrival time of each flow's source (the heap holds it rounded up).
+    next_ns: Vec<f64>,
+    generating: bool,
+    arrivals: u64,
+    max_packets: u64,
+    end_ns: f64,
+}
+
+/// Rounds a time up to whole nanoseconds for the heap (arrivals are integer times).
+fn ceil_ns(t: f64) -> u64 {
+    t.ceil().max(0.0) as u64
+}
+
+impl State {
+    fn schedule(&mut self, flow: u32, t: f64) {
+        self.next_ns[flow as usize] = t;
+        self.heap.push(Reverse((ceil_ns(t), flow)));
+    }
+
+    /// Completes the front bursts of `flow` that have nothing left, at `now`.
+    fn close_bursts(&mut self, flow: usize, now: f64) {
+        while let Some(b) = self.acc[flow].open.front().copied() {
+            if b.left > 0 {
+                break;
+            }
+            self.acc[flow].open.pop_front();
+            let done = b.last_ns.max(now);
+            self.acc[flow]
+                .bursts
+                .push((b.len, (done - b.start_ns) as f32));
+            if self.generating {
+                if let Some(t) = self.sources[flow].think(done) {
+                    self.schedule(flow as u32, t);
+                }
+            }
+        }
+    }
+}
+
+struct Runner<'a> {
+    sc: &'a Scenario,
+}
+
+/// The raw outcome of a run, before reduction.
+struct Outcome {
+    acc: Vec<Acc>,
+    arrivals: Vec<Arrival>,
+    trace: Trace,
+}
+
+impl SchedulerVisitor<Desc> for Runner<'_> {
+    type Output = Result<Outcome, SimError>;
+
+    fn visit<S: Scheduler<Desc> + 'static>(self, mut sched: S) -> Self::Output {
+        let sc = self.sc;
+        let n = sc.flow_count();
+        let mut ids = Vec::with_capacity(n);
+        let mut sources = Vec::with_capacity(n);
+        for g in &sc.flows {
+            let params = Scenario::flow_params(g);
+            for _ in 0..g.count {
+                let flow = ids.len() as u64;
+                ids.push(sched.add_flow(params)?);
+                // A seed per flow, so that a flow's traffic does not depend on the others.
+                let seed = sc.seed ^ (flow + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                sources.push(Source::new(g.arrival, g.size.clone(), seed));
+            }
+        }
+        let mut link = VirtualLink::new(ids, sc.rate_bps, sc.txq as usize);
+        let mut st = State {
+            backlogged: sources
+                .iter()
+                .map(|s| matches!(s.spec(), ArrivalSpec::Backlogged { .. }))
+                .collect(),
+            sources,
+            acc: vec![Acc::default(); n],
+            heap: BinaryHeap::with_capacity(n),
+            next_ns: vec![0.0; n],
+            generating: true,
+            arrivals: 0,
+            max_packets: sc.packets.unwrap_or(u64::MAX),
+            end_ns: sc.duration_ms.map_or(f64::INFINITY, |d| d * 1e6),
+        };
+        for f in 0..n {
+            if let Some(t) = st.sources[f].first_ns() {
+                st.schedule(f as u32, t);
+            }
+            for _ in 0..st.sources[f].initial_depth() {
+                st.heap.push(Reverse((0, f as u32)));
+            }
+        }
+        let mut cursor = 0usize; // first transmission not yet accounted
+        loop {
+            let now = link.now_ns();
+            // Arrivals due now.
+            while let Some(&Reverse((t, f))) = st.heap.peek() {
+                if t as f64 > now {
+                    break;
+                }
+                st.heap.pop();
+                let fi = f as usize;
+                if !st.generating {
+                    continue;
+                }
+                let exact = if st.backlogged[fi] {
+                    t as f64
+                } else {
+                    st.next_ns[fi]
+                };
+                if exact >= st.end_ns || st.arrivals >= st.max_packets {
+                    st.generating = false;
+                    continue;
+                }
+                let (emit, next) = st.sources[fi].emit(exact);
+                st.arrivals += 1;
+                let acc = &mut st.acc[fi];
+                acc.arrived += 1;
+                if let Some(len) = emit.opens_burst {
+                    acc.open.push_back(OpenBurst {
+                        start_ns: t as f64,
+                        len,
+                        left: len,
+                        last_ns: t as f64,
+                    });
+                }
+                if link.enqueue(&mut sched, t, fi, emit.len).is_err() {
+                    acc.drops += 1;
+                    if let Some(b) = acc.open.back_mut() {
+                        b.left = b.left.saturating_sub(1);
+                    }
+                    st.close_bursts(fi, link.now_ns());
+                    if st.backlogged[fi] {
+                        // A refused refill: try again when the link next takes a packet.
+                        continue;
+                    }
+                }
+                if let Next::At(t_next) = next {
+                    st.schedule(f, t_next.max(exact));
+                }
+            }
+            // The dequeue unit; backlogged flows replace what was taken.
+            for h in link.fill(&mut sched) {
+                if st.backlogged[h.flow] && st.generating {
+                    st.heap.push(Reverse((ceil_ns(now), h.flow as u32)));
+                }
+            }
+            // Transmissions started since the last pass: their finish times are known.
+            let tx = &link.trace().tx;
+            while cursor < tx.len() {
+                let r = tx[cursor];
+                cursor += 1;
+                let acc = &mut st.acc[r.flow];
+                acc.packets += 1;
+                acc.bytes += u64::from(r.len);
+                acc.delays.push((r.finish_ns - r.arrival_ns) as f32);
+                if let Some(b) = acc.open.front_mut() {
+                    b.left -= 1;
+                    b.last_ns = b.last_ns.max(r.finish_ns);
+                    if b.left == 0 {
+                        st.close_bursts(r.flow, r.finish_ns);
+                    }
+                }
+            }
+            let t_arrival = st.heap.peek().map(|&Reverse((t, _))| t as f64);
+            let t = match (t_arrival, link.next_completion()) {
+                (None, None) => break,
+                (Some(a), None) => a,
+                (None, Some(c)) => c,
+                (Some(a), Some(c)) => a.min(c),
+            };
+            link.advance_to(t);
+        }
+        assert!(
+            sched.is_empty(),
+            "the scheduler kept packets on an idle link"
+        );
+        let (arrivals, trace) = link.finish();
+        Ok(Outcome {
+            acc: st.acc,
+            arrivals,
+            trace,
+        })
+    }
+}
+
+/// Runs a scenario and measures it.
+pub fn run(sc: &Scenario) -> Result<SimReport, SimError> {
+    let wall = Instant::now();
+    let (alg, params) = parse_alg(&sc.alg)?;
+    let out = registry::visit::<Desc, _>(&alg, &params, sc.sched_capacity(), Runner { sc })??;
+    let weights: Vec<u32> = sc
+        .flows
+        .iter()
+        .flat_map(|g| std::iter::repeat(g.weight).take(g.count as usize))
+        .collect();
+    let service = if sc.wfi {
+        Some(measure(&out.trace, &out.arrivals, &weights))
+    } else {
+        None
+    };
+    let plot = plot_data(sc, &out, &weights);
+    let mut report = reduce(sc, out, service.as_deref(), &weights);
+    report.alg = alg;
+    report.params = params
+        .pairs()
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    report.plot = plot;
+    report.wall_s = wall.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn reduce(
+    sc: &Scenario,
+    mut out: Outcome,
+    service: Option<&[FlowService]>,
+    weights: &[u32],
+) -> SimReport {
+    let total_w: f64 = weights.iter().map(|&w| f64::from(w)).sum();
+    let span = out.trace.tx.last().map_or(0.0, |r| r.finish_ns);
+    let busy: f64 = out.trace.tx.iter().map(|r| r.finish_ns - r.start_ns).sum();
+    let total_bytes: u64 = out.acc.iter().map(|a| a.bytes).sum();
+    let thr = |bytes: u64| {
+        if span > 0.0 {
+            bytes as f64 * 8e9 / span
+        } else {
+            0.0
+        }
+    };
+    let share = |bytes: u64| {
+        if total_bytes > 0 {
+            bytes as f64 / total_bytes as f64
+        } else {
+            0.0
+        }
+    };
+    let mut per_flow = Vec::with_capacity(weights.len());
+    let mut groups = Vec::with_capacity(sc.flows.len());
+    let mut flow = 0usize;
+    let mut per_weight_all = Vec::with_capacity(weights.len());
+    let mut per_weight_backlogged = Vec::new();
+    for g in &sc.flows {
+        let phi_each = f64::from(g.weight) / total_w;
+        let mut gr = GroupReport {
+            name: g.name.clone(),
+            flows: g.count,
+            weight: g.weight,
+            phi: phi_each * f64::from(g.count),
+            ..GroupReport::default()
+        };
+        let mut pooled_delay: Vec<f32> = Vec::new();
+        let mut pooled_burst: Vec<f32> = Vec::new();
+        let mut by_len: std::collections::BTreeMap<u32, Vec<f32>> = Default::default();
+        let mut per_weight = Vec::with_capacity(g.count as usize);
+        let mut gbytes = 0u64;
+        for _ in 0..g.count {
+            let a = &mut out.acc[flow];
+            let mut fr = FlowReport {
+                flow: flow as u32,
+                group: g.name.clone(),
+                weight: g.weight,
+                phi: phi_each,
+                arrived: a.arrived,
+                packets: a.packets,
+                bytes: a.bytes,
+                drops: a.drops,
+                throughput_bps: thr(a.bytes),
+                share: share(a.bytes),
+                share_over_phi: share(a.bytes) / phi_each,
+                delay: Pcts::of(&mut a.delays),
+                ..FlowReport::default()
+            };
+            let mut b: Vec<f32> = a.bursts.iter().map(|x| x.1).collect();
+            fr.bursts = Pcts::of(&mut b);
+            for &(len, c) in &a.bursts {
+                by_len.entry(len).or_default().push(c);
+            }
+            pooled_burst.extend(b);
+            pooled_delay.append(&mut a.delays);
+            a.bursts = Vec::new();
+            if let Some(s) = service {
+                let s = &s[flow];
+                fr.t_wfi_ns = Some(s.t_wfi_ns);
+                fr.t_wfi_service_times = Some(s.t_wfi_in_service_times());
+                fr.b_wfi_bytes = Some(s.b_wfi_bytes);
+                fr.gps_delay_ns = Some(s.gps_delay_ns);
+                fr.gps_lag_bytes = Some(s.gps_lag_bytes);
+                if s.packets > 0 && gr.t_wfi_ns.map_or(true, |w| s.t_wfi_ns > w) {
+                    gr.t_wfi_ns = Some(s.t_wfi_ns);
+                    gr.t_wfi_service_times = Some(s.t_wfi_in_service_times());
+                    gr.t_wfi_flow = Some(flow as u32);
+                }
+                gr.b_wfi_bytes = Some(gr.b_wfi_bytes.unwrap_or(0.0).max(s.b_wfi_bytes));
+                if s.packets > 0 {
+                    gr.gps_delay_ns = Some(
+                        gr.gps_delay_ns
+                            .map_or(s.gps_delay_ns, |d| d.max(s.gps_delay_ns)),
+                    );
+                }
+            }
+            gr.arrived += fr.arrived;
+            gr.packets += fr.packets;
+            gr.drops += fr.drops;
+            gbytes += fr.bytes;
+            let x = fr.bytes as f64 / f64::from(g.weight);
+            per_weight.push(x);
+            per_weight_all.push(x);
+            if matches!(g.arrival, ArrivalSpec::Backlogged { .. }) {
+                per_weight_backlogged.push(x);
+            }
+            per_flow.push(fr);
+            flow += 1;
+        }
+        gr.throughput_bps = thr(gbytes);
+        gr.share = share(gbytes);
+        gr.share_over_phi = gr.share / gr.phi;
+        gr.jain = jain(&per_weight);
+        gr.delay = Pcts::of(&mut pooled_delay);
+        gr.bursts = Pcts::of(&mut pooled_burst);
+        gr.burst_by_len = by_len
+            .into_iter()
+            .map(|(len, mut v)| BurstRow {
+                len,
+                completion: Pcts::of(&mut v),
+            })
+            .collect();
+        groups.push(gr);
+    }
+    SimReport {
+        name: sc.name.clone(),
+        rate_bps: sc.rate_bps,
+        txq: sc.txq,
+        seed: sc.seed,
+        flows: weights.len() as u64,
+        arrived: out.arrivals.len() as u64,
+        packets: out.trace.tx.len() as u64,
+        bytes: total_bytes,
+        drops: out.trace.drops.len() as u64,
+        duration_ns: span,
+        utilization: if span > 0.0 { busy / span } else { 0.0 },
+        jain_backlogged: if per_weight_backlogged.is_empty() {
+            None
+        } else {
+            Some(jain(&per_weight_backlogged))
+        },
+        jain_all: jain(&per_weight_all),
+        groups,
+        per_flow,
+        ..SimReport::default()
+    }
+}
+
+/// Cumulative service of the plotted flows against GPS, over the plot window.
+fn service_series(sc: &Scenario, out: &Outcome, weights: &[u32]) -> Vec<Series> {
+    let mut flows: Vec<usize> = sc.plot.flows.iter().map(|&f| f as usize).collect();
+    if flows.is_empty() {
+        let mut first = 0usize;
+        for g in sc.flows.iter().take(4) {
+            flows.push(first);
+            first += g.count as usize;
+        }
+    }
+    let window = sc.plot.window_ms.unwrap_or(2.0) * 1e6;
+    let points = 400;
+    let step = window / points as f64;
+    let mut gps = FluidGps::new(weights, out.trace.rate_bps);
+    let mut fed = 0usize;
+    let dropped: std::collections::HashSet<usize> = out.trace.drops.iter().map(|d| d.seq).collect();
+    let mut pkt: Vec<Series> = flows
+        .iter()
+        .map(|&f| Series {
+            label: format!("flow {f} ({}) packet", group_of(sc, f)),
+            points: Vec::new(),
+        })
+        .collect();
+    let mut fluid: Vec<Series> = flows
+        .iter()
+        .map(|&f| Series {
+            label: format!("flow {f} GPS"),
+            points: Vec::new(),
+        })
+        .collect();
+    let rate_bytes_ns = out.trace.rate_bps / 8e9;
+    let mut k = 0usize; // first transmission not finished by t
+    let mut done = vec![0u64; flows.len()];
+    for i in 0..=points {
+        let t = i as f64 * step;
+        while let Some(a) = out.arrivals.get(fed) {
+            if a.time_ns as f64 > t {
+                break;
+            }
+            if !dropped.contains(&fed) {
+                gps.arrive(a.time_ns as f64, a.flow, a.len);
+            }
+            fed += 1;
+        }
+        gps.advance_to(t);
+        while let Some(r) = out.trace.tx.get(k) {
+            if r.finish_ns > t {
+                break;
+            }
+            if let Some(j) = flows.iter().position(|&f| f == r.flow) {
+                done[j] += u64::from(r.len);
+            }
+            k += 1;
+        }
+        let in_flight = out.trace.tx.get(k).filter(|r| r.start_ns < t);
+        for (j, &f) in flows.iter().enumerate() {
+            let partial = in_flight
+                .filter(|r| r.flow == f)
+                .map_or(0.0, |r| (t - r.start_ns) * rate_bytes_ns);
+            pkt[j].points.push((t / 1e6, done[j] as f64 + partial));
+            fluid[j].points.push((t / 1e6, gps.service_bytes(f)));
+        }
+    }
+    pkt.into_iter()
+        .zip(fluid)
+        .flat_map(|(a, b)| [a, b])
+        .collect()
+}
+
+fn group_of(sc: &Scenario, flow: usize) -> &str {
+    let mut first = 0usize;
+    for g in &sc.flows {
+        if flow < first + g.count as usize {
+            return &g.name;
+        }
+        first += g.count as usize;
+    }
+    "?"
+}
+
+fn plot_data(sc: &Scenario, out: &Outcome, weights: &[u32]) -> PlotData {
+    let mut data = PlotData {
+        service: service_series(sc, out, weights),
+        ..PlotData::default()
+    };
+    let mut flow = 0usize;
+    for g in &sc.flows {
+        let range = flow..flow + g.count as usize;
+        flow = range.end;
+        let mut d: Vec<f32> = range
+            .clone()
+            .flat_map(|f| out.acc[f].delays.iter().copied())
+            .collect();
+        if !d.is_empty() {
+            d.sort_unstable_by(f32::total_cmp);
+            let pts = 200.min(d.len());
+            let points = (1..=pts)
+                .map(|i| {
+                    let q = i as f64 / pts as f64;
+                    (crate::metrics::quantile(&d, q) / 1e3, q)
+                })
+                .collect();
+            data.delay_cdf.push(Series {
+                label: g.name.clone(),
+                points,
+            });
+        }
+        if g.arrival.is_bursty() {
+            let mut by_len: std::collections::BTreeMap<u32, (f64, u64)> = Default::default();
+            for f in range {
+                for &(len, c) in &out.acc[f].bursts {
+                    let e = by_len.entry(len).or_default();
+                    e.0 += f64::from(c);
+                    e.1 += 1;
+                }
+            }
+            if !by_len.is_empty() {
+                data.burst_latency.push(Series {
+                    label: g.name.clone(),
+                    points: by_len
+                        .into_iter()
+                        .map(|(l, (s, n))| (f64::from(l), s / n as f64 / 1e3))
+                        .collect(),
+                });
+            }
+        }
+    }
+    data
+}

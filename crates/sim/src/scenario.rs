@@ -1,0 +1,311 @@
+//! A simulation scenario: the link, the scheduler and the flow groups, from TOML.
+//!
+//! ```toml
+//! alg = "drr@quantum=9000"   # any registered algorithm, parameters after '@'
+//! rate_bps = 10e9
+//! txq = 1                    # transmit queue, packets (0: none)
+//! seed = 1
+//! duration_ms = 20.0         # stop generating after this simulated time...
+//! packets = 1_000_000        # ...or after this many packets, whichever comes first
+//! wfi = true                 # T-WFI / B-WFI / GPS metrics (memory: ~90 bytes a packet)
+//!
+//! [[flows]]
+//! name = "heavy"
+//! count = 128
+//! weight = 1
+//! size = { kind = "fixed", len = 1500 }
+//! arrival = { kind = "backlogged", depth = 2 }
+//!
+//! [[flows]]
+//! name = "rr"
+//! count = 16
+//! size = { kind = "fixed", len = 150 }
+//! arrival = { kind = "request-response", burst = { kind = "fixed", n = 8 }, think_us = 50 }
+//! ```
+//!
+//! Unknown keys are errors (a misspelt key would otherwise silently take its default).
+
+use std::path::Path;
+
+use pspat_sched::{registry, FlowParams, Params, MAX_WEIGHT};
+use serde::Deserialize;
+
+use crate::error::SimError;
+use crate::traffic::{ArrivalSpec, SizeDist};
+
+/// Default per-flow queue limit, packets.
+pub const DEFAULT_LIMIT_PKTS: u32 = 1024;
+
+/// A group of identical flows.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FlowGroup {
+    /// Name in the reports.
+    pub name: String,
+    /// Number of flows.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Weight of each flow, `1..=2^16`.
+    #[serde(default = "one")]
+    pub weight: u32,
+    /// Packet lengths.
+    pub size: SizeDist,
+    /// Arrival process.
+    pub arrival: ArrivalSpec,
+    /// Per-flow queue limit, packets (arrivals beyond it are dropped and reported).
+    #[serde(default = "default_limit")]
+    pub limit_pkts: u32,
+    /// Largest packet the flow declares to the scheduler (default: the size distribution's
+    /// largest). QFQ sizes its groups from it.
+    #[serde(default)]
+    pub max_len: Option<u32>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_limit() -> u32 {
+    DEFAULT_LIMIT_PKTS
+}
+fn default_seed() -> u64 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+
+/// What to plot for one run.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PlotSpec {
+    /// Flows whose cumulative service is drawn against the fluid reference (default: the
+    /// first flow of each group, at most 4).
+    #[serde(default)]
+    pub flows: Vec<u32>,
+    /// Time window of the service plot, ms from the start (default: the first 2 ms).
+    #[serde(default)]
+    pub window_ms: Option<f64>,
+}
+
+/// A simulation.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name in the reports.
+    #[serde(default)]
+    pub name: String,
+    /// Algorithm: a registered name or alias, optionally `@key=value,key=value`.
+    pub alg: String,
+    /// Link rate, bit/s.
+    pub rate_bps: f64,
+    /// Transmit queue, packets (0: the scheduler is asked when the wire is idle).
+    #[serde(default)]
+    pub txq: u32,
+    /// Seed of every random draw.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Stop generating after this simulated time, ms.
+    #[serde(default)]
+    pub duration_ms: Option<f64>,
+    /// Stop generating after this many packets.
+    #[serde(default)]
+    pub packets: Option<u64>,
+    /// Measure T-WFI, B-WFI and the GPS delay and lag (keeps every packet's record).
+    #[serde(default = "yes")]
+    pub wfi: bool,
+    /// Scheduler capacity, packets (default: the sum of the flows' limits, at most 2^24).
+    #[serde(default)]
+    pub capacity: Option<u32>,
+    /// Flow groups.
+    pub flows: Vec<FlowGroup>,
+    /// Plot options.
+    #[serde(default)]
+    pub plot: PlotSpec,
+}
+
+/// Splits `name@k=v,k=v` into the algorithm name and its parameters.
+pub fn parse_alg(spec: &str) -> Result<(String, Params), SimError> {
+    let (name, params) = spec.split_once('@').unwrap_or((spec, ""));
+    let params: Params = params
+        .parse()
+        .map_err(|e| SimError::Scenario(format!("alg '{spec}': {e}")))?;
+    let info = registry::lookup(name.trim())?;
+    params.check_known(info)?;
+    Ok((info.name.to_owned(), params))
+}
+
+impl Scenario {
+    /// Parses TOML text (`origin` names it in errors) and validates it.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, SimError> {
+        let mut s: Scenario = toml::from_str(text).map_err(|e| SimError::File {
+            path: origin.to_owned(),
+            reason: e.to_string(),
+        })?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Reads and validates a scenario file.
+    pub fn from_file(path: &Path) -> Result<Self, SimError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::File {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Self::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Checks every field and loads the empirical size files.
+    pub fn validate(&mut self) -> Result<(), SimError> {
+        let bad = |m: String| Err(SimError::Scenario(m));
+        parse_alg(&self.alg)?;
+        if !(self.rate_bps.is_finite() && self.rate_bps > 0.0) {
+            return bad(format!("rate_bps must be positive, got {}", self.rate_bps));
+        }
+        if self.txq > 1 << 20 {
+            return bad(format!("txq {} above 2^20", self.txq));
+        }
+        match (self.duration_ms, self.packets) {
+            (None, None) => return bad("give duration_ms or packets (or both)".into()),
+            (Some(d), _) if !(d.is_finite() && d > 0.0) => {
+                return bad(format!("duration_ms must be positive, got {d}"))
+            }
+            (_, Some(0)) => return bad("packets must be >= 1".into()),
+            _ => {}
+        }
+        if self.flows.is_empty() {
+            return bad("no flows: add a [[flows]] group".into());
+        }
+        let mut total: u64 = 0;
+        for g in &mut self.flows {
+            if g.count == 0 {
+                return bad(format!("group '{}': count must be >= 1", g.name));
+            }
+            if g.weight == 0 || g.weight > MAX_WEIGHT {
+                return bad(format!(
+                    "group '{}': weight {} not in 1..={MAX_WEIGHT}",
+                    g.name, g.weight
+                ));
+            }
+            if g.limit_pkts == 0 {
+                return bad(format!("group '{}': limit_pkts must be >= 1", g.name));
+            }
+            g.size.load(&g.name)?;
+            g.arrival.check(&g.name)?;
+            if let ArrivalSpec::Backlogged { depth } = g.arrival {
+                if depth > g.limit_pkts {
+                    return bad(format!(
+                        "group '{}': backlogged depth {depth} above limit_pkts {}",
+                        g.name, g.limit_pkts
+                    ));
+                }
+            }
+            if let Some(m) = g.max_len {
+                if m < g.size.max_len() {
+                    return bad(format!(
+                        "group '{}': max_len {m} below the largest packet of its size \
+                         distribution ({})",
+                        g.name,
+                        g.size.max_len()
+                    ));
+                }
+            }
+            total += u64::from(g.count);
+        }
+        if total > 1 << 24 {
+            return bad(format!("{total} flows: at most 2^24"));
+        }
+        for &f in &self.plot.flows {
+            if u64::from(f) >= total {
+                return bad(format!("plot.flows names flow {f} of {total}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of flows.
+    pub fn flow_count(&self) -> usize {
+        self.flows.iter().map(|g| g.count as usize).sum()
+    }
+
+    /// Flow parameters of a group's flows.
+    pub fn flow_params(g: &FlowGroup) -> FlowParams {
+        FlowParams::weighted(g.weight)
+            .with_max_len(g.max_len.unwrap_or_else(|| g.size.max_len()))
+            .with_limit_pkts(g.limit_pkts)
+    }
+
+    /// The scheduler capacity.
+    pub fn sched_capacity(&self) -> u32 {
+        self.capacity.unwrap_or_else(|| {
+            let sum: u64 = self
+                .flows
+                .iter()
+                .map(|g| u64::from(g.count) * u64::from(g.limit_pkts))
+                .sum();
+            sum.clamp(16, 1 << 24) as u32
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"
+        alg = "drr@quantum=9000"
+        rate_bps = 1e9
+        duration_ms = 1.0
+        [[flows]]
+        name = "a"
+        size = { kind = "fixed", len = 1500 }
+        arrival = { kind = "backlogged" }
+    "#;
+
+    #[test]
+    fn a_valid_scenario_parses() {
+        let s = Scenario::from_toml(OK, "ok").unwrap();
+        assert_eq!(s.flow_count(), 1);
+        assert_eq!(s.seed, 1);
+        assert!(s.wfi);
+        let (name, p) = parse_alg(&s.alg).unwrap();
+        assert_eq!(name, "drr");
+        assert_eq!(p.pairs(), [("quantum".to_owned(), "9000".to_owned())]);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let cases = [
+            (OK.replace("drr@quantum=9000", "nosuch"), "'nosuch'"),
+            (OK.replace("quantum=9000", "bogus=1"), "'bogus'"),
+            (OK.replace("rate_bps = 1e9", "rate_bps = 0.0"), "rate_bps"),
+            (
+                OK.replace("duration_ms = 1.0", ""),
+                "duration_ms or packets",
+            ),
+            (OK.replace("len = 1500", "len = 0"), "len 0"),
+            (
+                OK.replace("name = \"a\"", "name = \"a\"\nweight = 0"),
+                "weight 0",
+            ),
+            (
+                OK.replace("name = \"a\"", "name = \"a\"\ncolour = 1"),
+                "colour",
+            ),
+            (
+                OK.replace(
+                    "kind = \"backlogged\"",
+                    "kind = \"backlogged\", depth = 5000",
+                ),
+                "depth 5000",
+            ),
+            (
+                OK.replace("name = \"a\"", "name = \"a\"\nmax_len = 100"),
+                "max_len 100",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Scenario::from_toml(&text, "t").unwrap_err().to_string();
+            assert!(e.contains(want), "{want}: {e}");
+        }
+    }
+}
