@@ -17,6 +17,7 @@ use pspat_mailbox::{Consumer, Producer};
 
 use crate::clock;
 use crate::shared::Shared;
+use crate::stats::ClientCounters;
 use crate::tx::Transmitter;
 use crate::wake::publish_fence;
 
@@ -43,6 +44,58 @@ pub struct Accepted {
     pub dropped_before: u64,
 }
 
+/// What every kind of client keeps to stamp its packets and report backpressure: its id,
+/// the next sequence number, and the scheduler drops already reported. Shared by the PSPAT
+/// client and the lock-based baseline's.
+#[derive(Debug)]
+pub(crate) struct Stamper {
+    pub(crate) id: u32,
+    seq: u32,
+    drops_seen: u64,
+}
+
+impl Stamper {
+    pub(crate) fn new(id: u32) -> Self {
+        Self {
+            id,
+            seq: 0,
+            drops_seen: 0,
+        }
+    }
+
+    /// The descriptor of the next packet (its sequence number is used only once
+    /// [`Stamper::accepted`] is called).
+    #[inline]
+    pub(crate) fn pkt(&self, flow: u32, len: u32, now_ns: u64) -> Pkt {
+        Pkt {
+            len,
+            client: self.id,
+            flow,
+            seq: self.seq,
+            submit_ns: now_ns,
+            depart_ns: 0,
+        }
+    }
+
+    /// The packet from [`Stamper::pkt`] was accepted: count it and move to the next
+    /// sequence number.
+    #[inline]
+    pub(crate) fn accepted(&mut self, counters: &ClientCounters, len: u32) {
+        self.seq = self.seq.wrapping_add(1);
+        counters.client.0.submitted.add(1);
+        counters.client.0.submitted_bytes.add(u64::from(len));
+    }
+
+    /// Scheduler drops since the previous call (the backpressure flag).
+    #[inline]
+    pub(crate) fn new_drops(&mut self, counters: &ClientCounters) -> u64 {
+        let drops = counters.signal.0.drops.get();
+        let new = drops - self.drops_seen;
+        self.drops_seen = drops;
+        new
+    }
+}
+
 /// The client hand-off mode's state: cleared packets to transmit.
 pub(crate) struct OwnTx {
     pub(crate) cleared: Consumer<Pkt>,
@@ -51,11 +104,9 @@ pub(crate) struct OwnTx {
 
 /// One sending thread's handle. `Send`, not `Sync`: give each thread its own.
 pub struct Client {
-    id: u32,
-    seq: u32,
+    stamp: Stamper,
     mailbox: Producer<Pkt>,
     shared: Arc<Shared>,
-    drops_seen: u64,
     own: Option<OwnTx>,
 }
 
@@ -67,18 +118,16 @@ impl Client {
         own: Option<OwnTx>,
     ) -> Self {
         Self {
-            id,
-            seq: 0,
+            stamp: Stamper::new(id),
             mailbox,
             shared,
-            drops_seen: 0,
             own,
         }
     }
 
     /// This client's index (the `client` field of its packets, and its row in reports).
     pub fn id(&self) -> u32 {
-        self.id
+        self.stamp.id
     }
 
     /// Submits a packet of `len` bytes for `flow`, stamped now.
@@ -97,15 +146,8 @@ impl Client {
         if self.own.is_some() {
             self.drain();
         }
-        let pkt = Pkt {
-            len,
-            client: self.id,
-            flow,
-            seq: self.seq,
-            submit_ns: now_ns,
-            depart_ns: 0,
-        };
-        let counters = &self.shared.counters[self.id as usize];
+        let pkt = self.stamp.pkt(flow, len, now_ns);
+        let counters = &self.shared.counters[self.stamp.id as usize];
         if self.mailbox.push(pkt).is_err() {
             counters.client.0.mailbox_full.add(1);
             if self.shared.stopping().is_some() {
@@ -113,28 +155,29 @@ impl Client {
             }
             return Err(SubmitError::MailboxFull);
         }
-        self.seq = self.seq.wrapping_add(1);
-        counters.client.0.submitted.add(1);
-        counters.client.0.submitted_bytes.add(u64::from(len));
+        self.stamp.accepted(counters, len);
         // Dekker with the arbiter: our push, then its sleep flag and our activity bit.
         publish_fence();
-        self.shared.activity.mark(self.id as usize);
+        self.shared.activity.mark(self.stamp.id as usize);
         self.shared.arbiter.0.wake();
-        let drops = counters.signal.0.drops.get();
-        let dropped_before = drops - self.drops_seen;
-        self.drops_seen = drops;
-        Ok(Accepted { dropped_before })
+        Ok(Accepted {
+            dropped_before: self.stamp.new_drops(counters),
+        })
     }
 
     /// Packets the scheduler dropped for this client so far (all reasons).
     pub fn drops(&self) -> u64 {
-        self.shared.counters[self.id as usize].signal.0.drops.get()
+        self.shared.counters[self.stamp.id as usize]
+            .signal
+            .0
+            .drops
+            .get()
     }
 
     /// Packets submitted and neither dropped nor done yet: done means released onto the
     /// link, or, when this client transmits itself, handed to its backend.
     pub fn in_flight(&self) -> u64 {
-        let c = &self.shared.counters[self.id as usize];
+        let c = &self.shared.counters[self.stamp.id as usize];
         let done = if self.own.is_some() {
             c.tx.0.sent.get() + c.tx.0.send_failed.get()
         } else {
@@ -164,13 +207,13 @@ impl Client {
             own.tx.flush();
             // Tell the arbiter these mailbox slots can be reused (it releases them on its
             // next visit, so make sure it visits).
-            self.shared.counters[self.id as usize]
+            self.shared.counters[self.stamp.id as usize]
                 .client
                 .0
                 .drained
                 .add(n as u64);
             publish_fence();
-            self.shared.activity.mark(self.id as usize);
+            self.shared.activity.mark(self.stamp.id as usize);
             self.shared.arbiter.0.wake();
         }
         n
@@ -188,7 +231,7 @@ impl Client {
         if n > 0 {
             return n;
         }
-        let parker = &self.shared.clients[self.id as usize].0;
+        let parker = &self.shared.clients[self.stamp.id as usize].0;
         parker.register_current();
         parker.prepare();
         let has = self.own.as_ref().is_some_and(|o| o.cleared.has_message());

@@ -55,7 +55,7 @@ use pspat_mailbox::{mailbox, Config as MailboxConfig};
 use pspat_sched::registry::{self, SchedulerVisitor};
 use pspat_sched::{DropReason, FlowId, Scheduler};
 
-use crate::client::{Accepted, SubmitError};
+use crate::client::{Accepted, Stamper, SubmitError};
 use crate::clock;
 use crate::config::EngineConfig;
 use crate::engine::{validate, EngineError, EngineReport, EngineSnapshot, SchedSummary};
@@ -320,12 +320,10 @@ impl<S: Scheduler<Pkt> + Send> LockCore for Core<S> {
 
 /// One sending thread's handle on a [`LockedEngine`]. `Send`, not `Sync`.
 pub struct LockClient {
-    id: u32,
-    seq: u32,
+    stamp: Stamper,
     core: Arc<dyn LockCore>,
     shared: Arc<Shared>,
     local: Local,
-    drops_seen: u64,
     /// Most packets of this client in the scheduler (a PSPAT mailbox's capacity).
     limit: u64,
 }
@@ -333,7 +331,7 @@ pub struct LockClient {
 impl LockClient {
     /// This client's index (the `client` field of its packets, and its row in reports).
     pub fn id(&self) -> u32 {
-        self.id
+        self.stamp.id
     }
 
     /// Submits a packet of `len` bytes for `flow`, stamped now: same contract as
@@ -350,7 +348,7 @@ impl LockClient {
         if len == 0 {
             return Err(SubmitError::ZeroLength);
         }
-        let counters = &self.shared.counters[self.id as usize];
+        let counters = &self.shared.counters[self.stamp.id as usize];
         if self.shared.stopping().is_some() {
             return Err(SubmitError::Stopped);
         }
@@ -358,32 +356,26 @@ impl LockClient {
             counters.client.0.mailbox_full.add(1);
             return Err(SubmitError::MailboxFull);
         }
-        let pkt = Pkt {
-            len,
-            client: self.id,
-            flow,
-            seq: self.seq,
-            submit_ns: now_ns,
-            depart_ns: 0,
-        };
-        self.seq = self.seq.wrapping_add(1);
-        counters.client.0.submitted.add(1);
-        counters.client.0.submitted_bytes.add(u64::from(len));
+        let pkt = self.stamp.pkt(flow, len, now_ns);
+        self.stamp.accepted(counters, len);
         self.core.submit(&mut self.local, pkt)?;
-        let drops = counters.signal.0.drops.get();
-        let dropped_before = drops - self.drops_seen;
-        self.drops_seen = drops;
-        Ok(Accepted { dropped_before })
+        Ok(Accepted {
+            dropped_before: self.stamp.new_drops(counters),
+        })
     }
 
     /// Packets the scheduler dropped for this client so far (all reasons).
     pub fn drops(&self) -> u64 {
-        self.shared.counters[self.id as usize].signal.0.drops.get()
+        self.shared.counters[self.stamp.id as usize]
+            .signal
+            .0
+            .drops
+            .get()
     }
 
     /// Packets submitted and neither dropped nor released onto the link yet.
     pub fn in_flight(&self) -> u64 {
-        let c = &self.shared.counters[self.id as usize];
+        let c = &self.shared.counters[self.stamp.id as usize];
         c.client.0.submitted.get() - c.signal.0.drops.get() - c.arbiter.0.scheduled.get()
     }
 
@@ -441,12 +433,10 @@ impl LockedEngine {
             let counter = Arc::new(Padded(Counter::default()));
             contended.push(Arc::clone(&counter));
             clients.push(LockClient {
-                id: id as u32,
-                seq: 0,
+                stamp: Stamper::new(id as u32),
                 core: Arc::clone(&core),
                 shared: Arc::clone(&shared),
                 local: Local::new(backend.open(id)?, cfg, &shared, counter),
-                drops_seen: 0,
                 limit,
             });
         }
