@@ -196,6 +196,16 @@ pub trait Submit {
     fn pause(&mut self, timeout: Duration);
 }
 
+impl Submit for crate::lock::LockClient {
+    #[inline]
+    fn submit_at(&mut self, flow: u32, len: u32, now_ns: u64) -> Result<Accepted, SubmitError> {
+        crate::lock::LockClient::submit_at(self, flow, len, now_ns)
+    }
+    fn pause(&mut self, timeout: Duration) {
+        std::thread::sleep(timeout);
+    }
+}
+
 impl Submit for Client {
     #[inline]
     fn submit_at(&mut self, flow: u32, len: u32, now_ns: u64) -> Result<Accepted, SubmitError> {

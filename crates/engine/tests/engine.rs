@@ -10,7 +10,7 @@ use pspat_engine::{ClientConfig, Engine, EngineConfig, Handoff, SubmitError};
 use pspat_io::{Backend, Pkt, SendError, Sender};
 use pspat_sched::{DropReason, FlowParams};
 
-use common::assert_complete_and_ordered;
+use common::{assert_complete_and_ordered, greedy_window};
 
 /// A backend that keeps every packet it is given, per sender.
 #[derive(Default)]
@@ -219,29 +219,7 @@ fn link_rate_is_never_exceeded_and_shares_follow_weights() {
     cfg.rate_bps = 100_000_000; // 100 Mbit/s: 12.5 MB/s
     let (engine, clients) = Engine::start(&cfg, Arc::new(Collect::default())).unwrap();
     let start = Instant::now();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let threads: Vec<_> = clients
-        .into_iter()
-        .map(|mut c| {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    if c.submit(c.id(), 1000).is_err() {
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                }
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(100));
-    let a = engine.snapshot();
-    std::thread::sleep(Duration::from_millis(400));
-    let b = engine.snapshot();
-    let elapsed = start.elapsed();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
+    let (a, b, elapsed) = greedy_window(clients, || engine.snapshot(), start);
     let total: u64 = b.clients.iter().map(|c| c.scheduled_bytes).sum();
     let budget = 12_500_000.0 * elapsed.as_secs_f64() + 2.0 * 1000.0;
     assert!(

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,7 @@ use pspat_io::{Backend, Pkt, SendError, Sender};
 use pspat_sched::registry::algorithms;
 use pspat_sched::{DropReason, FlowParams};
 
-use common::assert_complete_and_ordered;
+use common::{assert_complete_and_ordered, greedy_window};
 
 /// A backend that appends every packet, with the time it was handed over, to one list in
 /// the order of the `send` calls (the lock design serializes them, so this is the order
@@ -173,29 +172,7 @@ fn shares_follow_weights_and_the_link_rate_is_never_exceeded() {
     // The link starts when the engine is built: count its time from before that.
     let start = Instant::now();
     let (engine, clients) = LockedEngine::start(&cfg, Arc::new(wire.clone())).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let threads: Vec<_> = clients
-        .into_iter()
-        .map(|mut c| {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if c.submit(c.id(), 1000).is_err() {
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                }
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(100));
-    let a = engine.snapshot();
-    std::thread::sleep(Duration::from_millis(400));
-    let b = engine.snapshot();
-    let elapsed = start.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
+    let (a, b, elapsed) = greedy_window(clients, || engine.snapshot(), start);
     engine.stop(false);
 
     let total: u64 = b.clients.iter().map(|c| c.scheduled_bytes).sum();

@@ -1,5 +1,12 @@
 //! Helpers shared by the engine's integration tests.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pspat_engine::clock;
+use pspat_engine::traffic::Submit;
+use pspat_engine::EngineSnapshot;
 use pspat_io::Pkt;
 
 /// Checks that every client's packets arrived exactly once and in submission order: the
@@ -20,4 +27,39 @@ pub fn assert_complete_and_ordered<'a>(
         next[c] += 1;
     }
     assert_eq!(next, vec![per_client; clients], "packets lost");
+}
+
+/// Two snapshots of a run where every client (client `i` on flow `i`) submits 1000-byte
+/// packets as fast as it can, pausing 50 us on a refusal: one after 100 ms of warm-up and
+/// one 400 ms later. Returns them with the time elapsed since `start`.
+pub fn greedy_window<C: Submit + Send + 'static>(
+    clients: Vec<C>,
+    snapshot: impl Fn() -> EngineSnapshot,
+    start: Instant,
+) -> (EngineSnapshot, EngineSnapshot, Duration) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if c.submit_at(i as u32, 1000, clock::now_ns()).is_err() {
+                        c.pause(Duration::from_micros(50));
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let a = snapshot();
+    std::thread::sleep(Duration::from_millis(400));
+    let b = snapshot();
+    let elapsed = start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    (a, b, elapsed)
 }
