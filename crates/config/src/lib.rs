@@ -1,0 +1,10 @@
+//! pspat's configuration model, in the style of FreeBSD's ipfw/dummynet.
+//!
+//! - [`model`]: schedulers, flowsets, pipes, rules and tables as plain data.
+//! - [`error`]: what a refused configuration reports.
+
+pub mod error;
+pub mod model;
+
+pub use error::ConfigError;
+pub use model::*;

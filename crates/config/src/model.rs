@@ -1,0 +1,265 @@
+//! The configuration model: what both front ends (TOML and ipfw syntax) produce, what
+//! `pspat config check` prints, and what the classifier and the engine are built from.
+//!
+//! It follows dummynet's user view (see the dummynet scheduling slides, "Packet scheduling
+//! in Dummynet - User view"):
+//!
+//! - a **scheduler** ([`SchedSpec`]) models a link: an algorithm and a bandwidth. Its
+//!   *scheduler mask* creates one independent instance per masked value of the packet's
+//!   5-tuple (one link per customer, say); instances share nothing.
+//! - a **flowset** ([`FlowsetSpec`], `queue N config` in ipfw) is a template of queues
+//!   attached to one scheduler: a weight and a queue limit. Its *flow mask* creates one
+//!   queue per masked value; every such queue has the flowset's parameters.
+//! - a **pipe** ([`PipeSpec`]) is the FIFO shorthand: a scheduler of type `fifo` with one
+//!   flowset of its own, addressed by the pipe's number.
+//! - **rules** ([`Rule`]), tried in number order, match a packet and send it to a flowset
+//!   or a pipe (or let it pass, or drop it). A rule's target may be `tablearg`: the value a
+//!   table lookup returned while matching.
+//! - **tables** ([`Table`]) map address prefixes to values, looked up by longest prefix.
+//!
+//! Dynamically created queues and instances are bounded ([`FlowsetSpec::max_queues`],
+//! [`SchedSpec::max_instances`]) and expire after being idle ([`FlowsetSpec::idle_ns`],
+//! [`SchedSpec::idle_ns`]): hitting a bound is a counted drop with a reason, never
+//! unbounded memory.
+//!
+//! Everything here is plain data, compared with `==` (the property tests check that the two
+//! front ends produce equal models) and printed by `Display` in ipfw syntax.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// Packet direction as seen by the shaper: `in` = received on the input interface, `out` =
+/// about to leave on the output interface. `pspat shape` classifies frames as `out`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    In,
+    Out,
+}
+
+/// A mask over the 5-tuple. A field that is 0 is ignored; a mask that is all 0 creates a
+/// single queue (or instance). IPv4 and IPv6 addresses have separate masks, as in ipfw
+/// (`src-ip`, `src-ip6`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowMask {
+    pub src_ip: u32,
+    pub dst_ip: u32,
+    pub src_ip6: u128,
+    pub dst_ip6: u128,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub proto: u8,
+}
+
+impl FlowMask {
+    /// The mask that keeps every bit (`mask all` in ipfw).
+    pub const ALL: FlowMask = FlowMask {
+        src_ip: u32::MAX,
+        dst_ip: u32::MAX,
+        src_ip6: u128::MAX,
+        dst_ip6: u128::MAX,
+        src_port: u16::MAX,
+        dst_port: u16::MAX,
+        proto: u8::MAX,
+    };
+
+    /// Whether this mask creates only one queue (or instance).
+    pub fn is_empty(&self) -> bool {
+        *self == FlowMask::default()
+    }
+}
+
+/// How a queue's length is bounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueueLimit {
+    /// At most this many packets (`queue 50` in ipfw).
+    Packets(u32),
+    /// At most this many bytes (`queue 100KBytes` in ipfw).
+    Bytes(u64),
+}
+
+impl Default for QueueLimit {
+    /// 50 slots, dummynet's default.
+    fn default() -> Self {
+        QueueLimit::Packets(50)
+    }
+}
+
+/// Default bound on the queues one flowset creates through its mask.
+pub const DEFAULT_MAX_QUEUES: u32 = 1024;
+/// Default bound on the instances one scheduler creates through its mask.
+pub const DEFAULT_MAX_INSTANCES: u32 = 256;
+/// Default idle time after which an empty dynamic queue or instance is removed: 10 s.
+pub const DEFAULT_IDLE_NS: u64 = 10_000_000_000;
+
+/// A scheduler: a link with a bandwidth and an algorithm (`sched N config ...`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedSpec {
+    /// Its number, `1..=65535`.
+    pub id: u32,
+    /// Algorithm, by pspat registry name (`qfq+`, `drr`, `wf2q+`, ...), as written by the
+    /// user (resolution checks it exists).
+    pub algorithm: String,
+    /// Algorithm parameters, in registry order as written (`m=8`, `quantum=1500`).
+    pub params: Vec<(String, String)>,
+    /// Link bandwidth in bits per second; 0 = unlimited.
+    pub bandwidth_bps: u64,
+    /// Scheduler mask: one instance per masked value.
+    pub mask: FlowMask,
+    /// Most instances created through the mask; more is a drop (`InstanceLimit`).
+    pub max_instances: u32,
+    /// An instance with nothing queued for this long is removed (ns).
+    pub idle_ns: u64,
+}
+
+/// A flowset: the template of the queues attached to a scheduler (`queue N config ...`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowsetSpec {
+    /// Its number, `1..=65535`.
+    pub id: u32,
+    /// The scheduler its queues attach to.
+    pub sched: u32,
+    /// Weight of each queue, `1..=65536`.
+    pub weight: u32,
+    /// Longest packet a queue accepts (the algorithms' L_k), bytes.
+    pub max_len: u32,
+    /// Each queue's limit.
+    pub limit: QueueLimit,
+    /// Flow mask: one queue per masked value.
+    pub mask: FlowMask,
+    /// Most queues created through the mask (per scheduler instance); more is a drop
+    /// (`QueueLimit`).
+    pub max_queues: u32,
+    /// A queue with nothing queued for this long is removed (ns).
+    pub idle_ns: u64,
+}
+
+/// A pipe: a FIFO link with a bandwidth (`pipe N config bw ...`), the shorthand for a `fifo`
+/// scheduler with a single flowset of its own. Its mask creates one instance (one FIFO
+/// link) per masked value, as dummynet's pipe mask does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipeSpec {
+    /// Its number, `1..=65535` (a namespace separate from schedulers and flowsets).
+    pub id: u32,
+    /// Bandwidth in bits per second; 0 = unlimited.
+    pub bandwidth_bps: u64,
+    /// Queue limit of each instance.
+    pub limit: QueueLimit,
+    /// One instance per masked value.
+    pub mask: FlowMask,
+    /// Most instances; more is a drop (`InstanceLimit`).
+    pub max_instances: u32,
+    /// An idle instance is removed after this long (ns).
+    pub idle_ns: u64,
+}
+
+/// An address prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Prefix {
+    /// The address, with every bit beyond `len` zero (resolution checks it).
+    pub addr: IpAddr,
+    /// Prefix length: `0..=32` for IPv4, `0..=128` for IPv6.
+    pub len: u8,
+}
+
+/// What a rule requires of an address.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AddrMatch {
+    /// Anything (`any`).
+    #[default]
+    Any,
+    /// Inside one of these prefixes (`1.2.3.0/24`, or `{ a, b }` lists).
+    Prefixes(Vec<Prefix>),
+    /// Present in this table (`table(1)`); the value found is the rule's `tablearg`.
+    Table(u32),
+}
+
+/// An inclusive port range; a single port is `lo == hi`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PortRange {
+    pub lo: u16,
+    pub hi: u16,
+}
+
+/// Where a rule's target number comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A fixed number.
+    Id(u32),
+    /// The value of the rule's table lookup.
+    Tablearg,
+}
+
+/// What a matching rule does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Send to a flowset (`queue N` / `queue tablearg`).
+    Queue(Target),
+    /// Send to a pipe (`pipe N` / `pipe tablearg`).
+    Pipe(Target),
+    /// Let it through unscheduled (`allow`).
+    Allow,
+    /// Drop it, counted against the rule (`deny`).
+    Deny,
+}
+
+/// What a rule matches. Every present condition must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Match {
+    /// `in` / `out`; `None` = both.
+    pub direction: Option<Direction>,
+    /// IP protocol number (`udp` = 17, `tcp` = 6, ...); `None` = any.
+    pub proto: Option<u8>,
+    /// Source address.
+    pub src: AddrMatch,
+    /// Destination address.
+    pub dst: AddrMatch,
+    /// Source ports (any of the ranges); empty = any.
+    pub src_ports: Vec<PortRange>,
+    /// Destination ports; empty = any.
+    pub dst_ports: Vec<PortRange>,
+}
+
+/// A classifier rule (`add [N] ACTION MATCH`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// Rule number, `1..=65535`; rules are tried in increasing number, equal numbers in the
+    /// order they were written.
+    pub number: u32,
+    pub action: Action,
+    pub matcher: Match,
+}
+
+/// A lookup table: prefixes to values (`table N add PREFIX VALUE`). The longest matching
+/// prefix wins.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Table {
+    pub id: u32,
+    /// Entries, sorted by prefix (resolution sorts and rejects duplicates).
+    pub entries: Vec<(Prefix, u32)>,
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub schedulers: BTreeMap<u32, SchedSpec>,
+    pub flowsets: BTreeMap<u32, FlowsetSpec>,
+    pub pipes: BTreeMap<u32, PipeSpec>,
+    pub tables: BTreeMap<u32, Table>,
+    /// Sorted by number (stable).
+    pub rules: Vec<Rule>,
+    /// What happens to a packet no rule matched (`Deny` unless configured).
+    pub default_action: Action,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            schedulers: BTreeMap::new(),
+            flowsets: BTreeMap::new(),
+            pipes: BTreeMap::new(),
+            tables: BTreeMap::new(),
+            rules: Vec::new(),
+            default_action: Action::Deny,
+        }
+    }
+}
