@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use pspat_engine::stats::Drop;
 use pspat_engine::traffic::{drive, SourceStats};
 use pspat_engine::{Engine, EngineReport, EngineSnapshot};
-use pspat_sched::DropReason;
 
 use crate::scenario::{fmt_rate, parse_duration_ns, parse_rate, Scenario};
 use crate::{emit, table, Usage};
@@ -85,7 +85,7 @@ struct TenantSum {
     scheduled_bytes: u64,
     sent: u64,
     send_failed: u64,
-    dropped: [u64; DropReason::COUNT],
+    dropped: [u64; Drop::COUNT],
     mailbox_full: u64,
 }
 
@@ -333,11 +333,11 @@ impl Summary<'_> {
                     .filter(|(tt, _)| **tt == i)
                     .map(|(_, s)| s.refused)
                     .sum();
-                let dropped: serde_json::Map<_, _> = DropReason::ALL
+                let dropped: serde_json::Map<_, _> = Drop::all()
                     .iter()
                     .zip(t.dropped)
                     .filter(|(_, v)| *v > 0)
-                    .map(|(r, v)| (r.name().to_string(), v.into()))
+                    .map(|(r, v)| (r.name(), v.into()))
                     .collect();
                 let lat = self.latencies[i].as_ref().map(|h| {
                     serde_json::json!({
@@ -410,11 +410,11 @@ impl Summary<'_> {
             .enumerate()
             .map(|(i, t)| {
                 let dropped: u64 = t.dropped.iter().sum();
-                let reasons: Vec<String> = DropReason::ALL
+                let reasons: Vec<String> = Drop::all()
                     .iter()
                     .zip(t.dropped)
                     .filter(|(_, v)| *v > 0)
-                    .map(|(r, v)| format!("{r}={v}"))
+                    .map(|(r, v)| format!("{}={v}", r.name()))
                     .collect();
                 let bps = t.scheduled_bytes as f64 * 8.0 / secs;
                 let lat = match &self.latencies[i] {

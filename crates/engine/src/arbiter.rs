@@ -26,17 +26,14 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pspat_io::Pkt;
-use pspat_mailbox::{Consumer, Producer};
-use pspat_sched::{DropReason, FlowId, Scheduler};
-
 use crate::clock;
 use crate::config::EngineConfig;
-use crate::link::Link;
+use crate::service::{Service, ServiceSummary};
 use crate::shared::Shared;
-use crate::stats::reason_slot;
 use crate::tx::Transmitter;
 use crate::wake::publish_fence;
+use pspat_io::Pkt;
+use pspat_mailbox::{Consumer, Producer};
 
 /// Links shorter than this are waited for by spinning; longer ones by sleeping (the OS
 /// timer slack makes shorter sleeps overshoot).
@@ -91,12 +88,11 @@ pub struct ScanOutcome {
     pub sent: u32,
 }
 
-/// The arbiter state, generic over the scheduler so that the hot loop is monomorphised.
-pub(crate) struct Arbiter<S: Scheduler<Pkt>> {
-    sched: S,
-    link: Link,
+/// The arbiter state, generic over the service (and through it the scheduler) so that
+/// the hot loop is monomorphised.
+pub(crate) struct Arbiter<V: Service> {
+    svc: V,
     ports: Vec<ClientPort>,
-    flows: Vec<FlowId>,
     shared: Arc<Shared>,
     out: Output,
     /// A packet dequeued but refused by a full TX mailbox; sent first on the next scan.
@@ -111,23 +107,19 @@ pub(crate) struct Arbiter<S: Scheduler<Pkt>> {
     /// packets behind each aggregate in the scheduler.
     aggregate_bytes: u64,
     members: Vec<VecDeque<Pkt>>,
-    /// Aggregation: the largest aggregate each flow accepts (its `max_len`).
-    max_len: Vec<u32>,
     client_mode: bool,
     /// Most packets released per scan.
     scan_batch: u32,
 }
 
-impl<S: Scheduler<Pkt>> Arbiter<S> {
+impl<V: Service> Arbiter<V> {
     pub(crate) fn new(
-        sched: S,
+        svc: V,
         cfg: &EngineConfig,
-        flows: Vec<FlowId>,
         ports: Vec<ClientPort>,
         shared: Arc<Shared>,
         out: Output,
     ) -> Self {
-        let link = Link::new(cfg.rate_bps);
         let aggregate_bytes = if cfg.aggregate_ns == 0 {
             0
         } else if cfg.rate_bps == 0 {
@@ -137,7 +129,7 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
             (u128::from(cfg.aggregate_ns) * u128::from(cfg.rate_bps) / 8_000_000_000).max(1) as u64
         };
         let members = if aggregate_bytes > 0 {
-            flows
+            cfg.flows
                 .iter()
                 .map(|_| VecDeque::with_capacity(cfg.mailbox_entries))
                 .collect()
@@ -146,10 +138,8 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
         };
         let client_mode = matches!(out, Output::Clients { .. });
         Self {
-            sched,
-            link,
+            svc,
             ports,
-            flows,
             shared,
             out,
             stash: None,
@@ -160,7 +150,6 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
             client_idle_ns: cfg.client_idle_ns,
             aggregate_bytes,
             members,
-            max_len: cfg.flows.iter().map(|f| f.max_len).collect(),
             scan_batch: cfg.scan_batch.max(1),
             client_mode,
         }
@@ -168,6 +157,9 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
 
     /// `do_scan()`: see the module docs.
     pub(crate) fn scan(&mut self, now: u64) -> ScanOutcome {
+        if self.shared.control.pending() {
+            self.apply_changes(now);
+        }
         let counters = &self.shared.arbiter_counters.0;
         counters.scans.add(1);
         let mut outcome = ScanOutcome::default();
@@ -175,10 +167,18 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
             self.next_drain_ns = now + self.delta_a_ns;
             counters.drains.add(1);
             outcome.drained = self.drain_clients(now);
+            self.svc.tick(now);
         }
         outcome.sent = self.release(now);
         self.hand_off();
         outcome
+    }
+
+    /// Run-time changes queued by the controller, applied between two scans.
+    fn apply_changes(&mut self, now: u64) {
+        for (change, reply) in self.shared.control.take() {
+            let _ = reply.send(self.svc.apply(change, now));
+        }
     }
 
     /// Block 1: mailboxes into the scheduler.
@@ -191,10 +191,10 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
                 self.release_drained(c);
             }
             if self.aggregate_bytes > 0 {
-                got = self.drain_aggregating(c);
+                got = self.drain_aggregating(c, now);
             } else {
                 while let Some(p) = self.ports[c].mailbox.extract() {
-                    self.enqueue(p, 1);
+                    self.enqueue(p, 1, now);
                     got += 1;
                 }
             }
@@ -229,14 +229,14 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
 
     /// Decision aggregation: consecutive packets of one client and flow, up to
     /// `aggregate_bytes`, become one scheduler packet; the members wait in `members`.
-    fn drain_aggregating(&mut self, c: usize) -> u32 {
+    fn drain_aggregating(&mut self, c: usize, now: u64) -> u32 {
         let mut got = 0;
         let mut head: Option<(Pkt, u32)> = None; // aggregate so far, member count
         while let Some(p) = self.ports[c].mailbox.extract() {
             got += 1;
             if let Some((agg, k)) = head.as_mut() {
                 let len = u64::from(agg.len) + u64::from(p.len);
-                let flow_max = self.max_len.get(p.flow as usize).copied().unwrap_or(0);
+                let flow_max = self.svc.max_len(p.flow);
                 if agg.flow == p.flow && len <= self.aggregate_bytes && len <= u64::from(flow_max) {
                     agg.len += p.len;
                     *k += 1;
@@ -246,7 +246,7 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
                     continue;
                 }
                 let (agg, k) = head.take().expect("checked above");
-                self.enqueue(agg, k);
+                self.enqueue(agg, k, now);
             }
             if let Some(m) = self.members.get_mut(p.flow as usize) {
                 m.push_back(p);
@@ -254,32 +254,27 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
             head = Some((p, 1));
         }
         if let Some((agg, k)) = head {
-            self.enqueue(agg, k);
+            self.enqueue(agg, k, now);
         }
         got
     }
 
     /// Enqueues `p` standing for `k` packets (k > 1 only when aggregating). A refusal is
     /// counted against the client, signalled to it, and its slots released.
-    fn enqueue(&mut self, mut p: Pkt, k: u32) {
+    fn enqueue(&mut self, mut p: Pkt, k: u32, now: u64) {
         let c = p.client as usize;
         let counters = &self.shared.counters[c];
-        let flow = self.flows.get(p.flow as usize).copied();
         if self.aggregate_bytes > 0 {
             // The count travels in the descriptor's free word until dequeue.
             p.depart_ns = u64::from(k);
         }
-        let result = match flow {
-            Some(f) => self.sched.enqueue(f, p).map_err(|r| r.reason),
-            None => Err(DropReason::UnknownFlow),
-        };
-        match result {
+        match self.svc.enqueue(p, now) {
             Ok(()) => {
                 counters.arbiter.0.enqueued.add(u64::from(k));
                 self.shared.arbiter_counters.0.sched_backlog.add(1);
             }
             Err(reason) => {
-                counters.arbiter.0.dropped[reason_slot(reason)].add(u64::from(k));
+                counters.arbiter.0.dropped[reason.slot()].add(u64::from(k));
                 counters.signal.0.drops.add(u64::from(k));
                 if self.aggregate_bytes > 0 {
                     if let Some(m) = self.members.get_mut(p.flow as usize) {
@@ -307,9 +302,8 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
         if !self.release_members(&mut sent) {
             return sent;
         }
-        while self.link.is_idle(now) && sent < self.scan_batch {
-            let Some((_, p)) = self.sched.dequeue() else {
-                self.link.reset(now);
+        while sent < self.scan_batch {
+            let Some(p) = self.svc.dequeue(now) else {
                 break;
             };
             self.shared.arbiter_counters.0.sched_backlog.sub(1);
@@ -360,7 +354,7 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
     /// Returns false if it had to be stashed.
     #[inline]
     fn depart(&mut self, mut p: Pkt) -> bool {
-        p.depart_ns = self.link.transmit_arrived(p.len, p.submit_ns);
+        self.svc.charge(&mut p);
         let c = p.client as usize;
         let a = &self.shared.counters[c].arbiter.0;
         a.scheduled.add(1);
@@ -438,17 +432,17 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
 
     /// Whether anything is waiting in the scheduler or the stash.
     fn has_backlog(&self) -> bool {
-        !self.sched.is_empty() || self.stash.is_some() || self.pending.is_some()
+        !self.svc.is_empty() || self.stash.is_some() || self.pending.is_some()
     }
 
     /// The arbiter thread's loop, until a stop is requested (and, when asked, until
-    /// everything queued is sent). Returns the scheduler for the final report.
-    pub(crate) fn run(mut self) -> ArbiterExit<S> {
+    /// everything queued is sent). Returns what the final report needs.
+    pub(crate) fn run(mut self) -> ArbiterExit {
         let shared = Arc::clone(&self.shared);
         let parker = &shared.arbiter.0;
         parker.register_current();
         // The link starts now: no credit for the time before the engine ran.
-        self.link.reset(clock::now_ns());
+        self.svc.start(clock::now_ns());
         let mut idle_since: Option<u64> = None;
         loop {
             let now = clock::now_ns();
@@ -466,7 +460,7 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
                     std::hint::spin_loop();
                     continue;
                 }
-                let wait = self.link.idle_at_ns().saturating_sub(clock::now_ns());
+                let wait = self.svc.wake_at_ns().saturating_sub(clock::now_ns());
                 if wait >= SLEEP_MIN_NS {
                     self.sleep_link(wait - SLEEP_EARLY_NS);
                 } else {
@@ -499,7 +493,7 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
             tx.finish();
         }
         ArbiterExit {
-            sched: self.sched,
+            service: self.svc.summary(),
             stashed: self.stash.is_some(),
             members_left: self.members.iter().map(|m| m.len() as u64).sum(),
             send_error: match &self.out {
@@ -524,8 +518,8 @@ impl<S: Scheduler<Pkt>> Arbiter<S> {
 }
 
 /// What the arbiter thread returns.
-pub(crate) struct ArbiterExit<S> {
-    pub(crate) sched: S,
+pub(crate) struct ArbiterExit {
+    pub(crate) service: ServiceSummary,
     pub(crate) stashed: bool,
     pub(crate) members_left: u64,
     pub(crate) send_error: Option<String>,

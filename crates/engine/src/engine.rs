@@ -14,7 +14,9 @@ use crate::arbiter::{Arbiter, ClientPort, Output};
 use crate::client::{Client, OwnTx};
 use crate::clock;
 use crate::config::{EngineConfig, Handoff};
+use crate::control::Change;
 use crate::dispatcher;
+use crate::service::Single;
 use crate::shared::Shared;
 use crate::stats::ClientSnapshot;
 use crate::tx::Transmitter;
@@ -297,6 +299,20 @@ impl Engine {
         }
     }
 
+    /// Applies a change to the running engine without stopping it (see [`Change`]): the
+    /// arbiter takes it between two scans. Returns once the arbiter applied it, or with
+    /// the reason it refused it.
+    pub fn reconfigure(&self, change: Change) -> Result<(), EngineError> {
+        let reply = self.shared.control.push(change);
+        self.shared.arbiter.0.unpark();
+        match reply.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(r) => r.map_err(EngineError::Config),
+            Err(_) => Err(EngineError::Config(
+                "the arbiter did not take the change (it has stopped)".into(),
+            )),
+        }
+    }
+
     /// The latency histogram (ns, submit to transmit) of a tracked client, as published
     /// so far (every 50 ms by each transmitting thread).
     pub fn latency(&self, client: usize) -> Option<Histogram<u64>> {
@@ -426,13 +442,15 @@ impl SchedulerVisitor<Pkt> for SpawnArbiter {
                 }
             }
         }
-        let arbiter = Arbiter::new(sched, &self.cfg, flows, self.ports, self.shared, self.out);
+        let max_len = self.cfg.flows.iter().map(|f| f.max_len).collect();
+        let svc = Single::new(sched, self.cfg.rate_bps, flows, max_len);
+        let arbiter = Arbiter::new(svc, &self.cfg, self.ports, self.shared, self.out);
         let _ = self.ready.send(Ok(()));
         let exit = arbiter.run();
         Some(SchedSummary {
-            algorithm: exit.sched.info().name,
-            stats: exit.sched.stats(),
-            backlog: exit.sched.backlog(),
+            algorithm: exit.service.algorithm,
+            stats: exit.service.stats,
+            backlog: exit.service.backlog,
             members_left: exit.members_left,
             stashed: exit.stashed,
             send_error: exit.send_error,

@@ -11,7 +11,9 @@
 //! | `client.rs` | a sending thread's handle: submit, backpressure, own transmission | 3.1 |
 //! | `activity.rs` | which clients the arbiter visits (replaces per-CPU client lists) | 3.1, 3.4 |
 //! | `arbiter.rs` | `do_scan()`: drain, schedule, emulate the link, hand off | 3.4, Fig. 5 |
+//! | `service.rs` | the algorithm and link(s) the arbiter schedules onto | 3.4 |
 //! | `link.rs` | the leaky-bucket link | 3.4 |
+//! | `control.rs` | run-time changes (rates, weights, configurations) | |
 //! | `dispatcher.rs` | TX mailbox to backend threads | 3.3 |
 //! | `wake.rs` | sleeping without busy-wait and without lost wake-ups | 3.5 |
 //! | `engine.rs` | building, running, observing and stopping it all | |
@@ -28,11 +30,13 @@ mod arbiter;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod control;
 mod dispatcher;
 pub mod engine;
 pub mod latency;
 pub mod link;
 pub mod lock;
+mod service;
 pub mod shared;
 pub mod stats;
 mod sync;
@@ -43,5 +47,6 @@ pub mod wake;
 pub use arbiter::ScanOutcome;
 pub use client::{Accepted, Client, SubmitError};
 pub use config::{ClientConfig, EngineConfig, Handoff};
+pub use control::Change;
 pub use engine::{Engine, EngineError, EngineReport, EngineSnapshot, SchedSummary};
 pub use lock::{LockClient, LockStats, LockedEngine};

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::activity::Activity;
+use crate::control::ControlBox;
 use crate::latency::LatencyBoard;
 use crate::stats::{ClientCounters, Counter, Padded};
 use crate::wake::Parker;
@@ -45,6 +46,8 @@ pub struct Shared {
     pub arbiter_counters: Padded<ArbiterCounters>,
     /// Latency histograms of tracked clients.
     pub latency: Arc<LatencyBoard>,
+    /// Run-time changes waiting for the arbiter.
+    pub(crate) control: ControlBox,
     /// Set to stop every thread.
     stop: AtomicBool,
     /// Set with `stop` when the arbiter must first send everything queued.
@@ -61,6 +64,7 @@ impl Shared {
             counters: (0..clients).map(|_| ClientCounters::default()).collect(),
             arbiter_counters: Padded(ArbiterCounters::default()),
             latency: Arc::new(LatencyBoard::new(tracked)),
+            control: ControlBox::default(),
             stop: AtomicBool::new(false),
             drain_on_stop: AtomicBool::new(false),
         }

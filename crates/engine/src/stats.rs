@@ -76,8 +76,8 @@ pub struct ArbiterSide {
     pub scheduled: Counter,
     /// Bytes released by the scheduler onto the emulated link.
     pub scheduled_bytes: Counter,
-    /// Packets the scheduler refused, by reason.
-    pub dropped: [Counter; DropReason::COUNT],
+    /// Packets the arbiter refused, by [`Drop::slot`].
+    pub dropped: [Counter; Drop::COUNT],
 }
 
 /// Written by the arbiter when it drops a packet of this client; read by the client.
@@ -126,8 +126,8 @@ pub struct ClientSnapshot {
     pub scheduled: u64,
     /// Bytes released onto the emulated link.
     pub scheduled_bytes: u64,
-    /// Scheduler drops by reason.
-    pub dropped: [u64; DropReason::COUNT],
+    /// Arbiter drops, by [`Drop::slot`].
+    pub dropped: [u64; Drop::COUNT],
     /// Packets handed to the backend.
     pub sent: u64,
     /// Bytes handed to the backend.
@@ -143,10 +143,11 @@ impl ClientSnapshot {
     }
     /// Scheduler drops for one reason.
     pub fn dropped_for(&self, reason: DropReason) -> u64 {
-        self.dropped[DropReason::ALL
-            .iter()
-            .position(|r| *r == reason)
-            .unwrap_or(0)]
+        self.dropped[Drop::Sched(reason).slot()]
+    }
+    /// Arbiter drops for one cause.
+    pub fn dropped_by(&self, cause: Drop) -> u64 {
+        self.dropped[cause.slot()]
     }
 }
 
@@ -165,6 +166,56 @@ impl ClientCounters {
             sent: t.sent.get(),
             sent_bytes: t.sent_bytes.get(),
             send_failed: t.send_failed.get(),
+        }
+    }
+}
+
+/// Why the arbiter dropped a packet: the scheduler refused it, or (dummynet-style
+/// configurations) the queue or scheduler instance it needed could not be created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Drop {
+    /// The scheduling algorithm refused it (queue full, too long, ...).
+    Sched(DropReason),
+    /// Its flowset already has `max_queues` queues in this instance.
+    QueueLimit,
+    /// Its scheduler already has `max_instances` instances.
+    InstanceLimit,
+    /// Its class (flowset or pipe) is not in the current configuration (removed by a
+    /// reconfiguration while the packet was in a mailbox).
+    NoClass,
+}
+
+impl Drop {
+    /// Number of causes (counter slots).
+    pub const COUNT: usize = DropReason::COUNT + 3;
+
+    /// Every cause, in slot order.
+    pub fn all() -> [Drop; Drop::COUNT] {
+        std::array::from_fn(|i| match i.checked_sub(DropReason::COUNT) {
+            None => Drop::Sched(DropReason::ALL[i]),
+            Some(0) => Drop::QueueLimit,
+            Some(1) => Drop::InstanceLimit,
+            Some(_) => Drop::NoClass,
+        })
+    }
+
+    /// Its counter slot.
+    pub fn slot(self) -> usize {
+        match self {
+            Drop::Sched(r) => reason_slot(r),
+            Drop::QueueLimit => DropReason::COUNT,
+            Drop::InstanceLimit => DropReason::COUNT + 1,
+            Drop::NoClass => DropReason::COUNT + 2,
+        }
+    }
+
+    /// A short name for tables and JSON (`queue_limit`, ...).
+    pub fn name(self) -> String {
+        match self {
+            Drop::Sched(r) => r.to_string(),
+            Drop::QueueLimit => "queue_limit".into(),
+            Drop::InstanceLimit => "instance_limit".into(),
+            Drop::NoClass => "no_class".into(),
         }
     }
 }

@@ -6,7 +6,9 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pspat_engine::{ClientConfig, Engine, EngineConfig, Handoff, SubmitError};
+use pspat_engine::{
+    Change, ClientConfig, Engine, EngineConfig, EngineSnapshot, Handoff, SubmitError,
+};
 use pspat_io::{Backend, Pkt, SendError, Sender};
 use pspat_sched::{DropReason, FlowParams};
 
@@ -323,4 +325,78 @@ fn a_client_moving_between_threads_stays_in_order() {
         .collect();
     assert_eq!(mine, (0..10_000).collect::<Vec<_>>());
     assert_eq!(pkts.iter().filter(|p| p.client == 1).count(), 20);
+}
+
+/// Bytes each client had released onto the link between two snapshots.
+fn bytes_between(a: &EngineSnapshot, b: &EngineSnapshot) -> Vec<u64> {
+    a.clients
+        .iter()
+        .zip(&b.clients)
+        .map(|(x, y)| y.scheduled_bytes - x.scheduled_bytes)
+        .collect()
+}
+
+#[test]
+fn weights_and_rate_change_while_running() {
+    // Two greedy clients of equal weight on 80 Mbit/s; then, without stopping, flow 0 gets
+    // weight 4 and the link drops to 40 Mbit/s. Shares and rate must follow.
+    let flows = vec![
+        FlowParams::weighted(1).with_limit_pkts(512),
+        FlowParams::weighted(1).with_limit_pkts(512),
+    ];
+    let mut cfg = config("qfq", 2, flows);
+    cfg.rate_bps = 80_000_000;
+    let (engine, clients) = Engine::start(&cfg, Arc::new(Collect::default())).unwrap();
+    let greedy = common::Greedy::start(clients);
+    let window = || {
+        std::thread::sleep(Duration::from_millis(100));
+        let (a, t0) = (engine.snapshot(), Instant::now());
+        std::thread::sleep(Duration::from_millis(300));
+        let (b, t1) = (engine.snapshot(), Instant::now());
+        let bytes = bytes_between(&a, &b);
+        let bps = (bytes[0] + bytes[1]) as f64 * 8.0 / (t1 - t0).as_secs_f64();
+        (bytes[0] as f64 / bytes[1] as f64, bps)
+    };
+    let (ratio, bps) = window();
+    assert!((ratio - 1.0).abs() < 0.1, "before: share ratio {ratio}");
+    assert!((bps / 80e6 - 1.0).abs() < 0.05, "before: {bps} bit/s");
+
+    let heavier = FlowParams::weighted(4).with_limit_pkts(512);
+    engine
+        .reconfigure(Change::Flow {
+            index: 0,
+            params: heavier,
+        })
+        .unwrap();
+    engine.reconfigure(Change::Rate(40_000_000)).unwrap();
+    let (ratio, bps) = window();
+    assert!((ratio - 4.0).abs() < 0.3, "after: share ratio {ratio}");
+    assert!((bps / 40e6 - 1.0).abs() < 0.05, "after: {bps} bit/s");
+
+    // Refusals name the problem and leave the engine running.
+    let e = engine
+        .reconfigure(Change::Flow {
+            index: 7,
+            params: heavier,
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("flow 7") && e.contains("no such flow"), "{e}");
+    let e = engine
+        .reconfigure(Change::Flow {
+            index: 1,
+            params: FlowParams::weighted(0),
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("flow 1"), "{e}");
+    let (ratio, _) = window();
+    assert!(
+        (ratio - 4.0).abs() < 0.3,
+        "after refusals: share ratio {ratio}"
+    );
+    greedy.finish();
+    let report = engine.stop(false);
+    let sent: u64 = report.snapshot.clients.iter().map(|c| c.scheduled).sum();
+    assert!(sent > 0);
 }

@@ -29,37 +29,56 @@ pub fn assert_complete_and_ordered<'a>(
     assert_eq!(next, vec![per_client; clients], "packets lost");
 }
 
-/// Two snapshots of a run where every client (client `i` on flow `i`) submits 1000-byte
-/// packets as fast as it can, pausing 50 us on a refusal: one after 100 ms of warm-up and
-/// one 400 ms later. Returns them with the time elapsed since `start`.
+/// Client threads submitting 1000-byte packets as fast as they can (client `i` on flow
+/// `i`), pausing 50 us on a refusal, until [`Greedy::finish`].
+pub struct Greedy {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Greedy {
+    /// Starts one thread per client.
+    pub fn start<C: Submit + Send + 'static>(clients: Vec<C>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = clients
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut c)| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        if c.submit_at(i as u32, 1000, clock::now_ns()).is_err() {
+                            c.pause(Duration::from_micros(50));
+                        }
+                    }
+                })
+            })
+            .collect();
+        Self { stop, threads }
+    }
+
+    /// Stops and joins the threads.
+    pub fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+    }
+}
+
+/// Two snapshots of a [`Greedy`] run: one after 100 ms of warm-up and one 400 ms later.
+/// Returns them with the time elapsed since `start`.
 pub fn greedy_window<C: Submit + Send + 'static>(
     clients: Vec<C>,
     snapshot: impl Fn() -> EngineSnapshot,
     start: Instant,
 ) -> (EngineSnapshot, EngineSnapshot, Duration) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let threads: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut c)| {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if c.submit_at(i as u32, 1000, clock::now_ns()).is_err() {
-                        c.pause(Duration::from_micros(50));
-                    }
-                }
-            })
-        })
-        .collect();
+    let greedy = Greedy::start(clients);
     std::thread::sleep(Duration::from_millis(100));
     let a = snapshot();
     std::thread::sleep(Duration::from_millis(400));
     let b = snapshot();
     let elapsed = start.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
+    greedy.finish();
     (a, b, elapsed)
 }

@@ -1,0 +1,157 @@
+//! What the arbiter schedules packets onto: the algorithm and the emulated link(s).
+//!
+//! The arbiter ([`crate::arbiter`]) drains mailboxes, releases packets and hands them on;
+//! a [`Service`] decides which packet goes next and when. Two implementations:
+//!
+//! - [`Single`]: one scheduling algorithm on one link (the PSPAT paper's setting): a
+//!   packet's `flow` is an index into the engine's flow list.
+//! - `Dummynet` (`dummynet.rs`): a dummynet-style configuration: scheduler instances each
+//!   with their own link, queues created by masks; a packet's `flow` names its class.
+//!
+//! Generic, not a trait object: the arbiter is monomorphised over the service and, for
+//! [`Single`], over the algorithm, so the hot loop has no indirect call.
+
+use pspat_io::Pkt;
+use pspat_sched::{Backlog, FlowId, SchedStats, Scheduler};
+
+use crate::control::Change;
+use crate::link::Link;
+use crate::stats::Drop;
+
+/// The algorithm(s) and link(s) behind the arbiter.
+pub(crate) trait Service {
+    /// Takes a packet drained from a client's mailbox, or refuses it with a reason.
+    fn enqueue(&mut self, p: Pkt, now: u64) -> Result<(), Drop>;
+    /// The next packet a link is free to send at `now`, if any. The caller charges it
+    /// (and any member packets behind an aggregate) with [`Service::charge`] right away.
+    fn dequeue(&mut self, now: u64) -> Option<Pkt>;
+    /// Charges the packet just dequeued to its link and sets its `depart_ns`.
+    fn charge(&mut self, p: &mut Pkt);
+    /// When a link holding back queued packets is free again (ns); meaningful only when
+    /// not [`Service::is_empty`].
+    fn wake_at_ns(&self) -> u64;
+    /// Whether nothing is queued.
+    fn is_empty(&self) -> bool;
+    /// The largest packet flow `flow` accepts (decision aggregation sizes aggregates by it).
+    fn max_len(&self, flow: u32) -> u32;
+    /// The links start now: no credit for the time before the engine ran.
+    fn start(&mut self, now: u64);
+    /// Housekeeping between scans (expiry of idle dynamic queues); cheap when nothing is
+    /// due.
+    fn tick(&mut self, _now: u64) {}
+    /// Applies a run-time change; the error names what was refused.
+    fn apply(&mut self, change: Change, now: u64) -> Result<(), String>;
+    /// The final state, for the engine's report.
+    fn summary(&self) -> ServiceSummary;
+}
+
+/// What a service reports when the arbiter stops.
+#[derive(Clone, Debug)]
+pub(crate) struct ServiceSummary {
+    pub(crate) algorithm: &'static str,
+    pub(crate) stats: SchedStats,
+    pub(crate) backlog: Backlog,
+}
+
+/// One algorithm on one link.
+pub(crate) struct Single<S> {
+    sched: S,
+    link: Link,
+    flows: Vec<FlowId>,
+    max_len: Vec<u32>,
+}
+
+impl<S: Scheduler<Pkt>> Single<S> {
+    pub(crate) fn new(sched: S, rate_bps: u64, flows: Vec<FlowId>, max_len: Vec<u32>) -> Self {
+        Self {
+            sched,
+            link: Link::new(rate_bps),
+            flows,
+            max_len,
+        }
+    }
+}
+
+impl<S: Scheduler<Pkt>> Service for Single<S> {
+    #[inline]
+    fn enqueue(&mut self, p: Pkt, _now: u64) -> Result<(), Drop> {
+        match self.flows.get(p.flow as usize) {
+            Some(&f) => self.sched.enqueue(f, p).map_err(|r| Drop::Sched(r.reason)),
+            None => Err(Drop::Sched(pspat_sched::DropReason::UnknownFlow)),
+        }
+    }
+
+    #[inline]
+    fn dequeue(&mut self, now: u64) -> Option<Pkt> {
+        if !self.link.is_idle(now) {
+            return None;
+        }
+        match self.sched.dequeue() {
+            Some((_, p)) => Some(p),
+            None => {
+                self.link.reset(now);
+                None
+            }
+        }
+    }
+
+    #[inline]
+    fn charge(&mut self, p: &mut Pkt) {
+        p.depart_ns = self.link.transmit_arrived(p.len, p.submit_ns);
+    }
+
+    fn wake_at_ns(&self) -> u64 {
+        self.link.idle_at_ns()
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.sched.is_empty()
+    }
+
+    fn max_len(&self, flow: u32) -> u32 {
+        self.max_len.get(flow as usize).copied().unwrap_or(0)
+    }
+
+    fn start(&mut self, now: u64) {
+        self.link.reset(now);
+    }
+
+    fn apply(&mut self, change: Change, now: u64) -> Result<(), String> {
+        match change {
+            Change::Rate(bps) => {
+                // The new link continues from where the old one is busy until.
+                let busy_until = self.link.idle_at_ns().max(now);
+                self.link = Link::new(bps);
+                self.link.reset(busy_until);
+                Ok(())
+            }
+            Change::Flow { index, params } => {
+                let Some(&f) = self.flows.get(index) else {
+                    return Err(format!(
+                        "flow {index}: no such flow (the engine has {})",
+                        self.flows.len()
+                    ));
+                };
+                self.sched
+                    .update_flow(f, params)
+                    .map_err(|e| format!("flow {index}: {e}"))?;
+                self.max_len[index] = params.max_len;
+                Ok(())
+            }
+            Change::Config(_) => Err(
+                "this engine runs one scheduler with a fixed flow list, not a dummynet-style \
+                 configuration: change its rate or flows instead"
+                    .into(),
+            ),
+        }
+    }
+
+    fn summary(&self) -> ServiceSummary {
+        ServiceSummary {
+            algorithm: self.sched.info().name,
+            stats: self.sched.stats(),
+            backlog: self.sched.backlog(),
+        }
+    }
+}
