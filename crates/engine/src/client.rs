@@ -12,12 +12,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use pspat_config::classify::{Classifier, DropCause, FlowKey, Verdict};
+use pspat_config::Direction;
 use pspat_io::Pkt;
 use pspat_mailbox::{Consumer, Producer};
 
 use crate::clock;
+use crate::dummynet::{class_code, PASS_CODE};
 use crate::shared::Shared;
-use crate::stats::ClientCounters;
+use crate::stats::{ClientCounters, Filtered};
 use crate::tx::Transmitter;
 use crate::wake::publish_fence;
 
@@ -34,6 +37,13 @@ pub enum SubmitError {
     /// The engine is stopping.
     #[error("engine stopped")]
     Stopped,
+    /// The classifier dropped it (dummynet-style configurations); counted.
+    #[error("{0}")]
+    Filtered(DropCause),
+    /// `submit_frame`/`submit_key` on an engine started without a dummynet-style
+    /// configuration.
+    #[error("this engine has no dummynet-style configuration to classify with")]
+    NoClassifier,
 }
 
 /// What `submit` reports when it accepted the packet.
@@ -77,6 +87,12 @@ impl Stamper {
         }
     }
 
+    /// The sequence number the next accepted packet gets.
+    #[inline]
+    pub(crate) fn next_seq(&self) -> u32 {
+        self.seq
+    }
+
     /// The packet from [`Stamper::pkt`] was accepted: count it and move to the next
     /// sequence number.
     #[inline]
@@ -108,6 +124,8 @@ pub struct Client {
     mailbox: Producer<Pkt>,
     shared: Arc<Shared>,
     own: Option<OwnTx>,
+    /// Dummynet-style configurations: the classifier in use and its generation.
+    classifier: Option<(u64, Arc<Classifier>)>,
 }
 
 impl Client {
@@ -122,6 +140,7 @@ impl Client {
             mailbox,
             shared,
             own,
+            classifier: None,
         }
     }
 
@@ -163,6 +182,86 @@ impl Client {
         Ok(Accepted {
             dropped_before: self.stamp.new_drops(counters),
         })
+    }
+
+    /// Classifies an Ethernet frame of `len` bytes on the wire with the engine's
+    /// dummynet-style configuration (its rules and tables, as `dir` traffic) and submits it
+    /// to the class the rules chose; its queue and scheduler instance are found by the
+    /// arbiter from the frame's 5-tuple and the masks. A frame the rules drop is counted
+    /// and refused with [`SubmitError::Filtered`].
+    #[inline]
+    pub fn submit_frame(
+        &mut self,
+        frame: &[u8],
+        len: u32,
+        dir: Direction,
+    ) -> Result<Accepted, SubmitError> {
+        let verdict = self.classifier()?.classify_frame(frame, dir);
+        self.submit_verdict(verdict, len)
+    }
+
+    /// As [`Client::submit_frame`], for a packet already reduced to its 5-tuple.
+    #[inline]
+    pub fn submit_key(
+        &mut self,
+        key: &FlowKey,
+        len: u32,
+        dir: Direction,
+    ) -> Result<Accepted, SubmitError> {
+        let verdict = self.classifier()?.classify_key(key, dir);
+        self.submit_verdict(verdict, len)
+    }
+
+    /// The current classifier, reloaded when a reconfiguration published a new one.
+    #[inline]
+    fn classifier(&mut self) -> Result<&Classifier, SubmitError> {
+        // ORDERING: Acquire pairs with the Release in `Shared::publish_classifier`.
+        let gen = self
+            .shared
+            .classifier_gen
+            .load(std::sync::atomic::Ordering::Acquire);
+        let stale = !matches!(&self.classifier, Some((g, _)) if *g == gen);
+        if stale {
+            // Once per reconfiguration: arc-swap's load is lock-free.
+            let c = self
+                .shared
+                .classifier
+                .load_full()
+                .ok_or(SubmitError::NoClassifier)?;
+            self.classifier = Some((gen, c));
+        }
+        Ok(&self.classifier.as_ref().expect("loaded above").1)
+    }
+
+    #[inline]
+    fn submit_verdict(&mut self, verdict: Verdict, len: u32) -> Result<Accepted, SubmitError> {
+        let code = match verdict {
+            Verdict::Schedule { class, key } => {
+                let c = self
+                    .classifier
+                    .as_ref()
+                    .expect("classified with it")
+                    .1
+                    .classes()[class as usize]
+                    .origin;
+                // The key rides beside the mailbox, in the slot of this packet's sequence
+                // number (see keyring.rs for why it cannot be overwritten early).
+                self.shared
+                    .keys
+                    .put(self.stamp.id, self.stamp.next_seq(), key.to_words());
+                class_code(c)
+            }
+            Verdict::Allow => PASS_CODE,
+            Verdict::Drop(cause) => {
+                self.shared.counters[self.stamp.id as usize]
+                    .client
+                    .0
+                    .filtered[Filtered::of(cause).slot()]
+                .add(1);
+                return Err(SubmitError::Filtered(cause));
+            }
+        };
+        self.submit(code, len)
     }
 
     /// Packets the scheduler dropped for this client so far (all reasons).

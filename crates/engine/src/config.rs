@@ -94,6 +94,11 @@ pub struct EngineConfig {
     pub scan_batch: u32,
     /// Pin the arbiter thread to this CPU (the paper gives it a core of its own).
     pub arbiter_cpu: Option<usize>,
+    /// A dummynet-style configuration (schedulers with their own bandwidths, flowsets,
+    /// masks, rules and tables). When set, `algorithm`, `params`, `rate_bps` and `flows`
+    /// are not used: clients submit with [`crate::Client::submit_frame`] or
+    /// [`crate::Client::submit_key`] and the configuration decides (see `dummynet.rs`).
+    pub dummynet: Option<std::sync::Arc<pspat_config::Config>>,
 }
 
 impl EngineConfig {
@@ -117,6 +122,7 @@ impl EngineConfig {
             aggregate_ns: 0,
             scan_batch: 128,
             arbiter_cpu: None,
+            dummynet: None,
         }
     }
 }

@@ -28,7 +28,11 @@ pub enum Change {
     },
     /// A new dummynet-style configuration (rates, weights, masks, rules and tables), for an
     /// engine started with one; see `dummynet.rs` for what may change.
+    /// [`crate::Engine::reconfigure`] compiles it on the caller's thread and hands the
+    /// arbiter a [`Change::Plan`].
     Config(Arc<pspat_config::Config>),
+    /// A compiled dummynet-style configuration.
+    Plan(Arc<pspat_config::classify::Classifier>),
 }
 
 /// A queued change and where its outcome goes.

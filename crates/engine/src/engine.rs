@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use hdrhistogram::Histogram;
+use pspat_config::classify::Classifier;
 use pspat_io::{Backend, Pkt};
 use pspat_mailbox::{mailbox, Config as MailboxConfig};
 use pspat_sched::registry::{self, SchedulerVisitor};
@@ -16,6 +17,7 @@ use crate::clock;
 use crate::config::{EngineConfig, Handoff};
 use crate::control::Change;
 use crate::dispatcher;
+use crate::dummynet::Dummynet;
 use crate::service::Single;
 use crate::shared::Shared;
 use crate::stats::ClientSnapshot;
@@ -130,13 +132,39 @@ impl Engine {
         backend: Arc<dyn Backend>,
     ) -> Result<(Engine, Vec<Client>), EngineError> {
         validate(cfg)?;
+        let classifier = match &cfg.dummynet {
+            Some(dn) => {
+                if cfg.aggregate_ns != 0 {
+                    return Err(EngineError::Config(
+                        "decision aggregation is not available with a dummynet-style \
+                         configuration"
+                            .into(),
+                    ));
+                }
+                Some(Arc::new(Classifier::new(dn).map_err(|e| {
+                    EngineError::Config(format!("configuration: {e}"))
+                })?))
+            }
+            None => None,
+        };
         let n_clients = cfg.clients.len();
         let n_disp = match cfg.handoff {
             Handoff::Dispatchers(n) => n,
             _ => 0,
         };
         let tracked: Vec<bool> = cfg.clients.iter().map(|c| c.track_latency).collect();
-        let shared = Arc::new(Shared::new(n_clients, n_disp, &tracked));
+        let key_entries = if classifier.is_some() {
+            cfg.mailbox_entries
+        } else {
+            0
+        };
+        let shared = Arc::new(Shared::new(
+            n_clients,
+            n_disp,
+            &tracked,
+            classifier.clone(),
+            key_entries,
+        ));
         let mb = MailboxConfig {
             entries: cfg.mailbox_entries,
             line_bytes: cfg.line_bytes,
@@ -145,6 +173,8 @@ impl Engine {
         let mut ports = Vec::with_capacity(n_clients);
         for id in 0..n_clients {
             let (prod, cons) = mailbox::<Pkt>(mb)?;
+            // The key rings rely on it (keyring.rs).
+            assert!(prod.capacity() < cfg.mailbox_entries);
             let (own, cleared) = if cfg.handoff == Handoff::Clients {
                 // Twice the client mailbox: a client has at most a mailbox's worth of
                 // packets not yet drained, so the arbiter's push cannot fail.
@@ -235,15 +265,16 @@ impl Engine {
         let failed = ready_tx;
         let thread = std::thread::Builder::new()
             .name("pspat-arbiter".into())
-            .spawn(move || {
-                match registry::visit::<Pkt, _>(&algorithm, &params, capacity, spawn) {
+            .spawn(move || match classifier {
+                Some(plan) => spawn.run_dummynet(plan, capacity),
+                None => match registry::visit::<Pkt, _>(&algorithm, &params, capacity, spawn) {
                     Ok(summary) => summary,
                     Err(e) => {
                         // The registry refused the name or the parameters before building.
                         let _ = failed.send(Err(EngineError::Scheduler(e)));
                         None
                     }
-                }
+                },
             });
         let arbiter = match thread {
             Ok(h) => h,
@@ -302,15 +333,35 @@ impl Engine {
     /// Applies a change to the running engine without stopping it (see [`Change`]): the
     /// arbiter takes it between two scans. Returns once the arbiter applied it, or with
     /// the reason it refused it.
+    ///
+    /// A [`Change::Config`] is compiled here, on the caller's thread (a large table costs
+    /// milliseconds the arbiter should not spend); once the arbiter accepted it, clients
+    /// classify with the new rules and tables from their next packet.
     pub fn reconfigure(&self, change: Change) -> Result<(), EngineError> {
+        let change = match change {
+            Change::Config(c) => Change::Plan(Arc::new(
+                Classifier::new(&c).map_err(|e| EngineError::Config(e.to_string()))?,
+            )),
+            c => c,
+        };
+        let plan = match &change {
+            Change::Plan(p) => Some(Arc::clone(p)),
+            _ => None,
+        };
         let reply = self.shared.control.push(change);
         self.shared.arbiter.0.unpark();
         match reply.recv_timeout(std::time::Duration::from_secs(10)) {
-            Ok(r) => r.map_err(EngineError::Config),
-            Err(_) => Err(EngineError::Config(
-                "the arbiter did not take the change (it has stopped)".into(),
-            )),
+            Ok(r) => r.map_err(EngineError::Config)?,
+            Err(_) => {
+                return Err(EngineError::Config(
+                    "the arbiter did not take the change (it has stopped)".into(),
+                ))
+            }
         }
+        if let Some(p) = plan {
+            self.shared.publish_classifier(p);
+        }
+        Ok(())
     }
 
     /// The latency histogram (ns, submit to transmit) of a tracked client, as published
@@ -390,7 +441,7 @@ pub(crate) fn validate(cfg: &EngineConfig) -> Result<(), EngineError> {
             cfg.clients.len()
         ));
     }
-    if cfg.flows.is_empty() {
+    if cfg.flows.is_empty() && cfg.dummynet.is_none() {
         return bad("an engine needs at least one flow".into());
     }
     if cfg.tx_batch == 0 || cfg.tx_batch > 1024 {
@@ -420,17 +471,57 @@ struct SpawnArbiter {
     ready: std::sync::mpsc::Sender<Result<(), EngineError>>,
 }
 
-impl SchedulerVisitor<Pkt> for SpawnArbiter {
-    type Output = Option<SchedSummary>;
-
-    fn visit<S: Scheduler<Pkt> + 'static>(self, mut sched: S) -> Self::Output {
+impl SpawnArbiter {
+    /// Pins the arbiter if asked; reports a failure to the starting thread.
+    fn pin(&self) -> bool {
         if let Some(cpu) = self.cfg.arbiter_cpu {
             if let Err(e) = pspat_io::cpu::pin_current_thread(cpu) {
                 let _ = self.ready.send(Err(EngineError::Config(format!(
                     "pinning the arbiter to CPU {cpu}: {e}"
                 ))));
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Runs the arbiter over a dummynet-style configuration.
+    fn run_dummynet(self, plan: Arc<Classifier>, capacity: u32) -> Option<SchedSummary> {
+        if !self.pin() {
+            return None;
+        }
+        let svc = match Dummynet::new(plan, Arc::clone(&self.shared.keys), capacity) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = self
+                    .ready
+                    .send(Err(EngineError::Config(format!("configuration: {e}"))));
                 return None;
             }
+        };
+        let arbiter = Arbiter::new(svc, &self.cfg, self.ports, self.shared, self.out);
+        let _ = self.ready.send(Ok(()));
+        Some(summary(arbiter.run()))
+    }
+}
+
+fn summary(exit: crate::arbiter::ArbiterExit) -> SchedSummary {
+    SchedSummary {
+        algorithm: exit.service.algorithm,
+        stats: exit.service.stats,
+        backlog: exit.service.backlog,
+        members_left: exit.members_left,
+        stashed: exit.stashed,
+        send_error: exit.send_error,
+    }
+}
+
+impl SchedulerVisitor<Pkt> for SpawnArbiter {
+    type Output = Option<SchedSummary>;
+
+    fn visit<S: Scheduler<Pkt> + 'static>(self, mut sched: S) -> Self::Output {
+        if !self.pin() {
+            return None;
         }
         let mut flows: Vec<FlowId> = Vec::with_capacity(self.cfg.flows.len());
         for (index, p) in self.cfg.flows.iter().enumerate() {
@@ -446,14 +537,6 @@ impl SchedulerVisitor<Pkt> for SpawnArbiter {
         let svc = Single::new(sched, self.cfg.rate_bps, flows, max_len);
         let arbiter = Arbiter::new(svc, &self.cfg, self.ports, self.shared, self.out);
         let _ = self.ready.send(Ok(()));
-        let exit = arbiter.run();
-        Some(SchedSummary {
-            algorithm: exit.service.algorithm,
-            stats: exit.service.stats,
-            backlog: exit.service.backlog,
-            members_left: exit.members_left,
-            stashed: exit.stashed,
-            send_error: exit.send_error,
-        })
+        Some(summary(arbiter.run()))
     }
 }

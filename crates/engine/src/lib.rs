@@ -12,6 +12,8 @@
 //! | `activity.rs` | which clients the arbiter visits (replaces per-CPU client lists) | 3.1, 3.4 |
 //! | `arbiter.rs` | `do_scan()`: drain, schedule, emulate the link, hand off | 3.4, Fig. 5 |
 //! | `service.rs` | the algorithm and link(s) the arbiter schedules onto | 3.4 |
+//! | `dummynet.rs` | dummynet-style configurations: instances, dynamic queues (stage 2) | |
+//! | `keyring.rs` | how a client hands the arbiter a packet's 5-tuple | |
 //! | `link.rs` | the leaky-bucket link | 3.4 |
 //! | `control.rs` | run-time changes (rates, weights, configurations) | |
 //! | `dispatcher.rs` | TX mailbox to backend threads | 3.3 |
@@ -32,7 +34,9 @@ pub mod clock;
 pub mod config;
 pub mod control;
 mod dispatcher;
+pub mod dummynet;
 pub mod engine;
+pub mod keyring;
 pub mod latency;
 pub mod link;
 pub mod lock;

@@ -420,7 +420,7 @@ impl LockedEngine {
         })?;
         let limit = probe.capacity() as u64;
         let tracked: Vec<bool> = cfg.clients.iter().map(|c| c.track_latency).collect();
-        let shared = Arc::new(Shared::new(n, 0, &tracked));
+        let shared = Arc::new(Shared::new(n, 0, &tracked, None, 0));
         let capacity = u32::try_from(n.saturating_mul(cfg.mailbox_entries)).unwrap_or(u32::MAX);
         let build = Build {
             cfg,

@@ -139,7 +139,7 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
                 self.max_len[index] = params.max_len;
                 Ok(())
             }
-            Change::Config(_) => Err(
+            Change::Config(_) | Change::Plan(_) => Err(
                 "this engine runs one scheduler with a fixed flow list, not a dummynet-style \
                  configuration: change its rate or flows instead"
                     .into(),

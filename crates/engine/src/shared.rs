@@ -1,10 +1,14 @@
 //! State shared by every thread of one engine.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use pspat_config::classify::Classifier;
 
 use crate::activity::Activity;
 use crate::control::ControlBox;
+use crate::keyring::KeyRings;
 use crate::latency::LatencyBoard;
 use crate::stats::{ClientCounters, Counter, Padded};
 use crate::wake::Parker;
@@ -48,6 +52,12 @@ pub struct Shared {
     pub latency: Arc<LatencyBoard>,
     /// Run-time changes waiting for the arbiter.
     pub(crate) control: ControlBox,
+    /// Dummynet-style configurations: the classifier clients run (stage 1), swapped on a
+    /// reconfiguration, and its generation (clients reload when it moves).
+    pub(crate) classifier: ArcSwapOption<Classifier>,
+    pub(crate) classifier_gen: AtomicU64,
+    /// Dummynet-style configurations: every client's key ring.
+    pub(crate) keys: Arc<KeyRings>,
     /// Set to stop every thread.
     stop: AtomicBool,
     /// Set with `stop` when the arbiter must first send everything queued.
@@ -55,7 +65,13 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(clients: usize, dispatchers: usize, tracked: &[bool]) -> Self {
+    pub(crate) fn new(
+        clients: usize,
+        dispatchers: usize,
+        tracked: &[bool],
+        classifier: Option<Arc<Classifier>>,
+        key_entries: usize,
+    ) -> Self {
         Self {
             activity: Activity::new(clients),
             arbiter: Padded(Parker::new()),
@@ -65,6 +81,9 @@ impl Shared {
             arbiter_counters: Padded(ArbiterCounters::default()),
             latency: Arc::new(LatencyBoard::new(tracked)),
             control: ControlBox::default(),
+            classifier: ArcSwapOption::new(classifier),
+            classifier_gen: AtomicU64::new(0),
+            keys: Arc::new(KeyRings::new(clients, key_entries)),
             stop: AtomicBool::new(false),
             drain_on_stop: AtomicBool::new(false),
         }
@@ -80,6 +99,14 @@ impl Shared {
         for p in self.dispatchers.iter().chain(self.clients.iter()) {
             p.0.unpark();
         }
+    }
+
+    /// Publishes a new classifier to the clients (after the arbiter accepted its plan).
+    pub(crate) fn publish_classifier(&self, c: Arc<Classifier>) {
+        self.classifier.store(Some(c));
+        // ORDERING: Release after the store: a client that sees the new generation
+        // (Acquire) then loads the new classifier.
+        self.classifier_gen.fetch_add(1, Ordering::Release);
     }
 
     /// Whether a stop was requested, and whether it asks to drain first.

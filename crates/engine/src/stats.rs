@@ -65,6 +65,57 @@ pub struct ClientSide {
     /// Client hand-off mode: cleared packets this client transmitted (the arbiter reads it
     /// to give the mailbox slots back).
     pub drained: Counter,
+    /// Dummynet-style configurations: packets the classifier dropped on this client, by
+    /// [`Filtered::slot`].
+    pub filtered: [Counter; Filtered::COUNT],
+}
+
+/// Why a client's classifier (stage 1) dropped a packet before it reached the mailbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Filtered {
+    /// The frame did not parse.
+    Malformed,
+    /// A `deny` rule matched.
+    Denied,
+    /// No rule matched and the default action is `deny`.
+    NoRule,
+    /// A `tablearg` rule found a table value that names no flowset or pipe.
+    BadTablearg,
+}
+
+impl Filtered {
+    /// Number of reasons.
+    pub const COUNT: usize = 4;
+    /// Every reason, in slot order.
+    pub const ALL: [Filtered; Filtered::COUNT] = [
+        Filtered::Malformed,
+        Filtered::Denied,
+        Filtered::NoRule,
+        Filtered::BadTablearg,
+    ];
+    /// Its counter slot.
+    pub fn slot(self) -> usize {
+        self as usize
+    }
+    /// A short name for tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Filtered::Malformed => "malformed",
+            Filtered::Denied => "denied",
+            Filtered::NoRule => "no_rule",
+            Filtered::BadTablearg => "bad_tablearg",
+        }
+    }
+    /// The reason of a stage-1 drop.
+    pub fn of(cause: pspat_config::classify::DropCause) -> Self {
+        use pspat_config::classify::DropCause as C;
+        match cause {
+            C::Malformed(_) => Filtered::Malformed,
+            C::DeniedByRule(_) => Filtered::Denied,
+            C::NoRuleMatched => Filtered::NoRule,
+            C::TableargUnknown { .. } => Filtered::BadTablearg,
+        }
+    }
 }
 
 /// Written by the arbiter, per packet.
@@ -120,6 +171,8 @@ pub struct ClientSnapshot {
     pub submitted_bytes: u64,
     /// Submissions refused because the mailbox was full.
     pub mailbox_full: u64,
+    /// Packets the client's classifier dropped, by [`Filtered::slot`].
+    pub filtered: [u64; Filtered::COUNT],
     /// Packets moved into the scheduler.
     pub enqueued: u64,
     /// Packets released onto the emulated link.
@@ -159,6 +212,7 @@ impl ClientCounters {
             submitted: c.submitted.get(),
             submitted_bytes: c.submitted_bytes.get(),
             mailbox_full: c.mailbox_full.get(),
+            filtered: std::array::from_fn(|i| c.filtered[i].get()),
             enqueued: a.enqueued.get(),
             scheduled: a.scheduled.get(),
             scheduled_bytes: a.scheduled_bytes.get(),

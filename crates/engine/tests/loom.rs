@@ -84,3 +84,46 @@ fn no_lost_wakeup() {
         waker.join().unwrap();
     });
 }
+
+/// A client writes each packet's key into its key ring, then pushes the packet; the
+/// arbiter extracts the packet, reads the key, then releases the slot. The ring has as
+/// many keys as the mailbox has slots: the arbiter always reads the key that was written
+/// for that packet, never a later packet's (keyring.rs explains why). Broken on purpose
+/// (a ring of 2 keys behind this 4-slot mailbox), the model fails its assertion.
+#[test]
+fn key_rings_hand_over_the_key_of_each_packet() {
+    use pspat_engine::keyring::KeyRings;
+    model(|| {
+        const N: u64 = 3;
+        let rings = Arc::new(KeyRings::new(1, 4));
+        let (mut p, mut c) = mailbox::<NonZeroU64>(Config {
+            entries: 4,
+            line_bytes: 16,
+        })
+        .unwrap();
+        let r2 = Arc::clone(&rings);
+        let client = loom::thread::spawn(move || {
+            for seq in 0..N {
+                let msg = NonZeroU64::new(seq + 1).unwrap();
+                r2.put(0, seq as u32, [seq + 100; 5]);
+                while p.push(msg).is_err() {
+                    loom::thread::yield_now();
+                }
+            }
+        });
+        let mut got = 0;
+        while got < N {
+            match c.extract() {
+                Some(m) => {
+                    let seq = m.get() - 1;
+                    assert_eq!(seq, got, "in order");
+                    assert_eq!(rings.get(0, seq as u32), [seq + 100; 5], "its own key");
+                    c.release(1);
+                    got += 1;
+                }
+                None => loom::thread::yield_now(),
+            }
+        }
+        client.join().unwrap();
+    });
+}

@@ -1,0 +1,676 @@
+//! A dummynet-style configuration behind the arbiter: scheduler instances, each with its
+//! own emulated link, and queues created on the fly by masks.
+//!
+//! Classification is split (see `pspat_config::classify`): each client runs stage 1 (parse,
+//! rules, tables) on its own thread and submits the packet with its class's stable
+//! [`code`](class_code) in `Pkt::flow` and its 5-tuple in the client's key ring
+//! ([`crate::keyring`]). Stage 2 runs here, on the arbiter, which alone owns the dynamic
+//! state:
+//!
+//! 1. the class's scheduler mask applied to the key picks the scheduler instance (created
+//!    on first use, at most `max_instances`, else a drop with reason `instance_limit`);
+//! 2. the class's flow mask picks the queue inside the instance (created on first use as a
+//!    flow of the instance's algorithm, at most `max_queues` per class and instance, else
+//!    `queue_limit`);
+//! 3. the packet joins that flow.
+//!
+//! Every instance has its own leaky-bucket link at its scheduler's bandwidth. Instances with
+//! packets wait in a min-heap keyed by when their link is free; `dequeue` serves the
+//! earliest one that is free at `now`, so the arbiter's cost per packet is O(log
+//! instances) on top of the algorithm's. Packets an `allow` rule let through skip
+//! scheduling: they leave in arrival order, at once.
+//!
+//! Idle queues and instances are removed after their `idle` time (checked a few per scan,
+//! round-robin, so expiry never stalls the arbiter), giving their memory back; nothing
+//! here allocates per packet once a queue exists.
+//!
+//! Run-time changes ([`Change::Config`]): bandwidths, weights, queue limits, maximum
+//! lengths, rules and tables change live; schedulers, flowsets and pipes can be added or
+//! removed (a removed class's queues drain; packets still arriving for it are dropped as
+//! `no_class`). A scheduler's algorithm, parameters or mask, a flowset's scheduler or mask,
+//! and the `max_*` bounds are fixed for the life of the engine (their state is built around
+//! them): a change to them is refused, naming the object, and nothing is applied.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+use pspat_config::classify::{Class, ClassOrigin, Classifier, FlowKey, KeyMap, Sched};
+use pspat_config::QueueLimit;
+use pspat_io::Pkt;
+use pspat_sched::registry::{self, Params};
+use pspat_sched::{Backlog, DropReason, FlowId, FlowParams, SchedStats, Scheduler};
+
+use crate::control::Change;
+use crate::keyring::KeyRings;
+use crate::link::Link;
+use crate::service::{Service, ServiceSummary};
+use crate::stats::Drop;
+
+/// `Pkt::flow` of a packet an `allow` rule let through.
+pub const PASS_CODE: u32 = 0;
+/// Codes of pipes start here (flowsets use their own number, `1..=65535`).
+const PIPE_BASE: u32 = 1 << 16;
+/// Size of the code space.
+const CODES: usize = 2 << 16;
+const NONE: u32 = u32::MAX;
+/// Idle queues and instances looked at per expiry round...
+const EXPIRE_BUDGET: usize = 8;
+/// ... and how often a round runs (ns): an idle queue is found within
+/// `max_queues / EXPIRE_BUDGET` rounds of its idle time.
+const EXPIRE_EVERY_NS: u64 = 100_000;
+
+/// The stable code of a class, carried in `Pkt::flow`: it does not change when a
+/// reconfiguration renumbers the classifier's dense class indices.
+pub fn class_code(origin: ClassOrigin) -> u32 {
+    match origin {
+        ClassOrigin::Flowset(id) => id,
+        ClassOrigin::Pipe(id) => PIPE_BASE + id,
+    }
+}
+
+/// What the arbiter keeps of a class.
+struct ClassState {
+    class: Class,
+    /// Slot of its scheduler in `Dummynet::scheds`.
+    sched: usize,
+    params: FlowParams,
+    /// Still in the configuration.
+    live: bool,
+}
+
+/// What the arbiter keeps of a scheduler.
+struct SchedState {
+    sched: Sched,
+    /// Masked key -> slot in `inst_ids`.
+    instances: KeyMap<FlowKey>,
+    /// Per slot of `instances`: the global instance id.
+    inst_ids: Vec<u32>,
+    live: bool,
+    /// When a full reclaim of idle instances last ran (as `Instance::reclaimed_ns`).
+    reclaimed_ns: u64,
+}
+
+/// One scheduler instance: an algorithm, its link and its queues.
+struct Instance {
+    sched: Box<dyn Scheduler<Pkt>>,
+    link: Link,
+    /// Slot in `Dummynet::scheds`, and slot in that scheduler's instance map.
+    owner: (usize, u32),
+    /// (class code, masked key) -> queue slot.
+    queues: KeyMap<(u32, FlowKey)>,
+    /// Per queue slot: its flow in `sched`, and its class slot.
+    flows: Vec<Option<(FlowId, usize)>>,
+    /// Per queue slot: when a packet last joined it (ns).
+    last_ns: Vec<u64>,
+    /// Queues per class slot (for `max_queues`).
+    per_class: Vec<u32>,
+    /// In the ready heap.
+    ready: bool,
+    /// When a full reclaim of idle queues last ran (at most one per EXPIRE_EVERY_NS, so a
+    /// flood of new flows at the limit costs O(1) per drop).
+    reclaimed_ns: u64,
+}
+
+/// The dummynet service; see the module docs.
+pub(crate) struct Dummynet {
+    plan: Arc<Classifier>,
+    /// Code -> class slot.
+    class_of_code: Vec<u32>,
+    classes: Vec<ClassState>,
+    scheds: Vec<SchedState>,
+    instances: Vec<Option<Instance>>,
+    free_instances: Vec<u32>,
+    /// Instances with packets, by when their link is free.
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// The instance of the packet just dequeued (`NONE` for a passed one).
+    last: u32,
+    /// Packets an `allow` rule let through, in arrival order.
+    pass: VecDeque<Pkt>,
+    keys: Arc<KeyRings>,
+    /// Per-instance packet capacity (every packet holds a client mailbox slot).
+    capacity: u32,
+    now: u64,
+    /// Counters of the removed instances, and of passed packets.
+    retired: SchedStats,
+    expire_cursor: usize,
+    next_expire_ns: u64,
+}
+
+impl Dummynet {
+    /// A service for `plan`; `capacity` bounds the packets queued at once.
+    pub(crate) fn new(
+        plan: Arc<Classifier>,
+        keys: Arc<KeyRings>,
+        capacity: u32,
+    ) -> Result<Self, String> {
+        let mut d = Dummynet {
+            plan: Arc::clone(&plan),
+            class_of_code: vec![NONE; CODES],
+            classes: Vec::new(),
+            scheds: Vec::new(),
+            instances: Vec::new(),
+            free_instances: Vec::new(),
+            heap: BinaryHeap::new(),
+            last: NONE,
+            pass: VecDeque::with_capacity(capacity as usize),
+            keys,
+            capacity,
+            now: 0,
+            retired: SchedStats::default(),
+            expire_cursor: 0,
+            next_expire_ns: 0,
+        };
+        d.check(&plan)?;
+        d.install(plan);
+        Ok(d)
+    }
+
+    /// Refuses a plan that changes what cannot change live (see the module docs).
+    fn check(&self, plan: &Classifier) -> Result<(), String> {
+        for s in plan.scheds() {
+            if let Some(old) = self.scheds.iter().find(|o| o.sched.origin == s.origin) {
+                let o = &old.sched;
+                let name = sched_name(s);
+                if o.algorithm != s.algorithm || o.params != s.params {
+                    return Err(format!(
+                        "{name}: the algorithm and its parameters cannot change while running \
+                         ({} -> {})",
+                        o.algorithm, s.algorithm
+                    ));
+                }
+                if o.mask != s.mask || o.max_instances != s.max_instances {
+                    return Err(format!(
+                        "{name}: the scheduler mask and max-instances cannot change while \
+                         running"
+                    ));
+                }
+            } else {
+                // Built now, so that a bad name or parameter is refused before any change.
+                registry::build::<Pkt>(&s.algorithm, &params_of(s), 1)
+                    .map_err(|e| format!("{}: {e}", sched_name(s)))?;
+            }
+        }
+        for c in plan.classes() {
+            let code = class_code(c.origin) as usize;
+            let Some(&slot) = self.class_of_code.get(code) else {
+                continue;
+            };
+            if slot == NONE {
+                continue;
+            }
+            let old = &self.classes[slot as usize].class;
+            let name = class_name(c.origin);
+            if plan.scheds()[c.sched as usize].origin
+                != self.scheds[self.classes[slot as usize].sched].sched.origin
+            {
+                return Err(format!("{name}: its scheduler cannot change while running"));
+            }
+            if old.mask != c.mask || old.max_queues != c.max_queues {
+                return Err(format!(
+                    "{name}: the flow mask and max-queues cannot change while running"
+                ));
+            }
+            flow_params(c, self.capacity)
+                .validate()
+                .map_err(|e| format!("{name}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Makes `plan` current (after [`Dummynet::check`]).
+    fn install(&mut self, plan: Arc<Classifier>) {
+        for s in self.scheds.iter_mut() {
+            s.live = false;
+        }
+        let mut sched_slot = Vec::with_capacity(plan.scheds().len());
+        for s in plan.scheds() {
+            match self.scheds.iter().position(|o| o.sched.origin == s.origin) {
+                Some(i) => {
+                    let st = &mut self.scheds[i];
+                    st.live = true;
+                    if st.sched.bandwidth_bps != s.bandwidth_bps {
+                        for &id in st.inst_ids.iter().filter(|&&id| id != NONE) {
+                            if let Some(inst) = self.instances[id as usize].as_mut() {
+                                let busy_until = inst.link.idle_at_ns().max(self.now);
+                                inst.link = Link::new(s.bandwidth_bps);
+                                inst.link.reset(busy_until);
+                            }
+                        }
+                    }
+                    st.sched = s.clone();
+                    sched_slot.push(i);
+                }
+                None => {
+                    let n = s.max_instances.max(1);
+                    sched_slot.push(self.scheds.len());
+                    self.scheds.push(SchedState {
+                        sched: s.clone(),
+                        instances: KeyMap::new(n),
+                        inst_ids: vec![NONE; n as usize],
+                        live: true,
+                        reclaimed_ns: 0,
+                    });
+                }
+            }
+        }
+        for c in self.classes.iter_mut() {
+            c.live = false;
+        }
+        for c in plan.classes() {
+            let code = class_code(c.origin) as usize;
+            let params = flow_params(c, self.capacity);
+            let slot = self.class_of_code[code];
+            if slot == NONE {
+                self.class_of_code[code] = self.classes.len() as u32;
+                self.classes.push(ClassState {
+                    class: c.clone(),
+                    sched: sched_slot[c.sched as usize],
+                    params,
+                    live: true,
+                });
+                for inst in self.instances.iter_mut().flatten() {
+                    inst.per_class.push(0);
+                }
+                continue;
+            }
+            let slot = slot as usize;
+            let changed = self.classes[slot].params != params;
+            let st = &mut self.classes[slot];
+            st.class = c.clone();
+            st.params = params;
+            st.live = true;
+            if changed {
+                for inst in self.instances.iter_mut().flatten() {
+                    for (f, cs) in inst.flows.iter().flatten() {
+                        if *cs == slot {
+                            // Validated by `check`; a refusal would leave the old weight.
+                            let _ = inst.sched.update_flow(*f, params);
+                        }
+                    }
+                }
+            }
+        }
+        self.plan = plan;
+    }
+
+    /// The instance for `key` of scheduler slot `s`, created if needed.
+    fn instance(&mut self, s: usize, key: &FlowKey) -> Result<u32, Drop> {
+        let st = &mut self.scheds[s];
+        let masked = key.masked(&st.sched.mask);
+        let hash = masked.hash64();
+        let (slot, new) = match st.instances.get_or_insert(masked, hash, self.now) {
+            Ok(r) => r,
+            Err(_) if self.now.saturating_sub(st.reclaimed_ns) < EXPIRE_EVERY_NS => {
+                return Err(Drop::InstanceLimit)
+            }
+            Err(_) => {
+                // At the limit: reclaim idle instances first (the periodic expiry may
+                // not have run while the arbiter slept), then try once more.
+                st.reclaimed_ns = self.now;
+                let budget = st.instances.capacity() as usize;
+                self.expire_instances(s, self.now, budget);
+                let st = &mut self.scheds[s];
+                st.instances
+                    .get_or_insert(masked, hash, self.now)
+                    .map_err(|_| Drop::InstanceLimit)?
+            }
+        };
+        let st = &mut self.scheds[s];
+        if !new {
+            return Ok(st.inst_ids[slot as usize]);
+        }
+        let sched =
+            match registry::build::<Pkt>(&st.sched.algorithm, &params_of(&st.sched), self.capacity)
+            {
+                Ok(s) => s,
+                Err(_) => {
+                    // Checked when the plan was installed; keep the accounting whole anyway.
+                    st.instances.remove(slot);
+                    return Err(Drop::Sched(DropReason::UnknownFlow));
+                }
+            };
+        let queues: u32 = self
+            .classes
+            .iter()
+            .filter(|c| c.sched == s)
+            .map(|c| c.class.max_queues.max(1))
+            .sum::<u32>()
+            .max(1);
+        let mut link = Link::new(st.sched.bandwidth_bps);
+        link.reset(self.now);
+        let inst = Instance {
+            sched,
+            link,
+            owner: (s, slot),
+            queues: KeyMap::new(queues),
+            flows: vec![None; queues as usize],
+            last_ns: vec![0; queues as usize],
+            per_class: vec![0; self.classes.len()],
+            ready: false,
+            reclaimed_ns: 0,
+        };
+        let id = match self.free_instances.pop() {
+            Some(id) => {
+                self.instances[id as usize] = Some(inst);
+                id
+            }
+            None => {
+                self.instances.push(Some(inst));
+                self.heap.reserve(1);
+                (self.instances.len() - 1) as u32
+            }
+        };
+        self.scheds[s].inst_ids[slot as usize] = id;
+        Ok(id)
+    }
+
+    /// Removes an instance that is empty.
+    fn retire_instance(&mut self, id: u32) {
+        if let Some(inst) = self.instances[id as usize].take() {
+            add_stats(&mut self.retired, &inst.sched.stats());
+            let (s, slot) = inst.owner;
+            self.scheds[s].inst_ids[slot as usize] = NONE;
+            self.free_instances.push(id);
+        }
+    }
+
+    /// Looks at a few queues and instances for idle ones to remove.
+    fn expire(&mut self, now: u64) {
+        if self.instances.is_empty() {
+            return;
+        }
+        let id = self.expire_cursor % self.instances.len();
+        self.expire_cursor = id + 1;
+        if let Some(inst) = self.instances[id].as_mut() {
+            expire_queues(inst, &self.classes, now, EXPIRE_BUDGET);
+        }
+        // Instances: one scheduler's map per round, round-robin.
+        let s = id % self.scheds.len().max(1);
+        if s < self.scheds.len() {
+            self.expire_instances(s, now, EXPIRE_BUDGET);
+        }
+    }
+
+    /// Removes up to `budget` looked-at instances of scheduler slot `s` that are empty and
+    /// idle.
+    fn expire_instances(&mut self, s: usize, now: u64, budget: usize) {
+        let st = &mut self.scheds[s];
+        let (insts, idle) = (&self.instances, st.sched.idle_ns);
+        let mut gone = Vec::new();
+        st.instances.expire(
+            now,
+            idle,
+            budget,
+            |slot| {
+                let id = st.inst_ids[slot as usize];
+                id == NONE
+                    || insts[id as usize]
+                        .as_ref()
+                        .is_some_and(|i| i.sched.is_empty() && i.queues.is_empty())
+            },
+            |slot| gone.push(slot),
+        );
+        for slot in gone {
+            let id = self.scheds[s].inst_ids[slot as usize];
+            if id != NONE {
+                self.retire_instance(id);
+            }
+        }
+    }
+}
+
+/// Removes the queues of `inst`, among `budget` looked at, that are empty and idle for
+/// their class's idle time.
+fn expire_queues(inst: &mut Instance, classes: &[ClassState], now: u64, budget: usize) {
+    let Instance {
+        sched,
+        queues,
+        flows,
+        last_ns,
+        per_class,
+        ..
+    } = inst;
+    let mut gone = Vec::new();
+    queues.expire(
+        now,
+        0,
+        budget,
+        |q| match flows[q as usize] {
+            Some((f, c)) => {
+                now.saturating_sub(last_ns[q as usize]) >= classes[c].class.idle_ns
+                    && sched.flow_stats(f).is_some_and(|s| s.backlog.pkts == 0)
+            }
+            None => true,
+        },
+        |q| gone.push(q),
+    );
+    for q in gone {
+        if let Some((f, c)) = flows[q as usize].take() {
+            let _ = sched.remove_flow(f);
+            per_class[c] -= 1;
+        }
+    }
+}
+
+impl Service for Dummynet {
+    fn enqueue(&mut self, p: Pkt, now: u64) -> Result<(), Drop> {
+        self.now = now;
+        if p.flow == PASS_CODE {
+            self.pass.push_back(p);
+            return Ok(());
+        }
+        let slot = match self.class_of_code.get(p.flow as usize) {
+            Some(&s) if s != NONE && self.classes[s as usize].live => s as usize,
+            _ => return Err(Drop::NoClass),
+        };
+        let key = FlowKey::from_words(self.keys.get(p.client, p.seq));
+        let id = self.instance(self.classes[slot].sched, &key)?;
+        let class = &self.classes[slot];
+        let inst = self.instances[id as usize]
+            .as_mut()
+            .expect("instance ids in the maps are live");
+        let masked = key.masked(&class.class.mask);
+        let qkey = (p.flow, masked);
+        let hash = masked.hash64() ^ u64::from(p.flow).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut got = inst.queues.get_or_insert(qkey, hash, now);
+        let at_limit = |inst: &Instance, got: &Result<(u32, bool), _>| match got {
+            Ok((_, true)) => inst.per_class[slot] >= class.class.max_queues,
+            Ok((_, false)) => false,
+            Err(_) => true,
+        };
+        if at_limit(inst, &got) {
+            // At the limit: reclaim idle queues first (the periodic expiry may not have
+            // run while the arbiter slept), then try once more.
+            if let Ok((q, true)) = got {
+                inst.queues.remove(q);
+            }
+            if now.saturating_sub(inst.reclaimed_ns) < EXPIRE_EVERY_NS {
+                return Err(Drop::QueueLimit);
+            }
+            inst.reclaimed_ns = now;
+            let budget = inst.queues.capacity() as usize;
+            expire_queues(inst, &self.classes, now, budget);
+            got = inst.queues.get_or_insert(qkey, hash, now);
+            if at_limit(inst, &got) {
+                if let Ok((q, true)) = got {
+                    inst.queues.remove(q);
+                }
+                return Err(Drop::QueueLimit);
+            }
+        }
+        let (q, new) = got.map_err(|_| Drop::QueueLimit)?;
+        if new {
+            match inst.sched.add_flow(class.params) {
+                Ok(f) => {
+                    inst.flows[q as usize] = Some((f, slot));
+                    inst.per_class[slot] += 1;
+                }
+                Err(_) => {
+                    inst.queues.remove(q);
+                    return Err(Drop::Sched(DropReason::UnknownFlow));
+                }
+            }
+        }
+        inst.last_ns[q as usize] = now;
+        let (f, _) = inst.flows[q as usize].expect("a queue in the map has a flow");
+        inst.sched
+            .enqueue(f, p)
+            .map_err(|r| Drop::Sched(r.reason))?;
+        if !inst.ready {
+            inst.ready = true;
+            self.heap.push(Reverse((inst.link.idle_at_ns(), id)));
+        }
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now: u64) -> Option<Pkt> {
+        self.now = now;
+        if let Some(p) = self.pass.pop_front() {
+            self.last = NONE;
+            return Some(p);
+        }
+        while let Some(&Reverse((at, id))) = self.heap.peek() {
+            if at > now {
+                return None;
+            }
+            self.heap.pop();
+            let Some(inst) = self.instances[id as usize].as_mut() else {
+                continue;
+            };
+            match inst.sched.dequeue() {
+                Some((_, p)) => {
+                    self.last = id;
+                    return Some(p);
+                }
+                None => inst.ready = false,
+            }
+        }
+        None
+    }
+
+    fn charge(&mut self, p: &mut Pkt) {
+        if self.last == NONE {
+            p.depart_ns = self.now.max(p.submit_ns);
+            self.retired.sent_pkts += 1;
+            self.retired.sent_bytes += u64::from(p.len);
+            return;
+        }
+        let id = self.last;
+        let inst = self.instances[id as usize]
+            .as_mut()
+            .expect("the instance just served is live");
+        p.depart_ns = inst.link.transmit_arrived(p.len, p.submit_ns);
+        if inst.sched.is_empty() {
+            inst.ready = false;
+        } else {
+            self.heap.push(Reverse((inst.link.idle_at_ns(), id)));
+        }
+    }
+
+    fn wake_at_ns(&self) -> u64 {
+        if !self.pass.is_empty() {
+            return self.now;
+        }
+        self.heap.peek().map_or(self.now, |Reverse((at, _))| *at)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pass.is_empty() && self.heap.is_empty()
+    }
+
+    fn max_len(&self, _flow: u32) -> u32 {
+        // Aggregation is refused with a dummynet configuration (engine validation).
+        0
+    }
+
+    fn start(&mut self, now: u64) {
+        self.now = now;
+    }
+
+    fn tick(&mut self, now: u64) {
+        self.now = now;
+        if now >= self.next_expire_ns {
+            self.next_expire_ns = now + EXPIRE_EVERY_NS;
+            self.expire(now);
+        }
+    }
+
+    fn apply(&mut self, change: Change, now: u64) -> Result<(), String> {
+        self.now = now;
+        match change {
+            Change::Plan(plan) => {
+                self.check(&plan)?;
+                self.install(plan);
+                Ok(())
+            }
+            Change::Config(c) => {
+                let plan = Classifier::new(&c).map_err(|e| e.to_string())?;
+                self.check(&plan)?;
+                self.install(Arc::new(plan));
+                Ok(())
+            }
+            Change::Rate(_) | Change::Flow { .. } => Err(
+                "this engine runs a dummynet-style configuration: change the bandwidth of a \
+                 scheduler or the weight of a flowset in the configuration instead"
+                    .into(),
+            ),
+        }
+    }
+
+    fn summary(&self) -> ServiceSummary {
+        let mut stats = self.retired.clone();
+        let mut backlog = Backlog::default();
+        for inst in self.instances.iter().flatten() {
+            add_stats(&mut stats, &inst.sched.stats());
+            let b = inst.sched.backlog();
+            backlog.pkts += b.pkts;
+            backlog.bytes += b.bytes;
+        }
+        backlog.pkts += self.pass.len() as u64;
+        backlog.bytes += self.pass.iter().map(|p| u64::from(p.len)).sum::<u64>();
+        ServiceSummary {
+            algorithm: "dummynet",
+            stats,
+            backlog,
+        }
+    }
+}
+
+fn add_stats(into: &mut SchedStats, s: &SchedStats) {
+    into.sent_pkts += s.sent_pkts;
+    into.sent_bytes += s.sent_bytes;
+    for (r, n) in s.drops.nonzero() {
+        into.drops.add(r, n);
+    }
+}
+
+fn params_of(s: &Sched) -> Params {
+    s.params.iter().fold(Params::new(), |p, (k, v)| p.set(k, v))
+}
+
+/// A queue's flow parameters, from its class. A byte limit also bounds the queue's ring at
+/// the engine's packet capacity.
+fn flow_params(c: &Class, capacity: u32) -> FlowParams {
+    let p = FlowParams::weighted(c.weight).with_max_len(c.max_len);
+    match c.limit {
+        QueueLimit::Packets(n) => p.with_limit_pkts(n.min(capacity.max(1))),
+        QueueLimit::Bytes(b) => p
+            .with_limit_bytes(b)
+            .with_limit_pkts((b / 64).clamp(1, u64::from(capacity.max(1))) as u32),
+    }
+}
+
+fn sched_name(s: &Sched) -> String {
+    match s.origin {
+        pspat_config::classify::SchedOrigin::Sched(id) => format!("sched {id}"),
+        pspat_config::classify::SchedOrigin::Pipe(id) => format!("pipe {id}"),
+    }
+}
+
+fn class_name(o: ClassOrigin) -> String {
+    match o {
+        ClassOrigin::Flowset(id) => format!("queue {id}"),
+        ClassOrigin::Pipe(id) => format!("pipe {id}"),
+    }
+}

@@ -1,0 +1,88 @@
+//! Key rings: how a client hands the arbiter a packet's 5-tuple without widening the
+//! descriptor.
+//!
+//! With a dummynet-style configuration, a client classifies each packet (stage 1) and the
+//! arbiter needs the packet's key to find its scheduler instance and queue (stage 2). The
+//! key (5 words) does not fit in the 4-word descriptor, so each client has a ring of keys
+//! beside its mailbox, indexed by the packet's sequence number: the client writes the key
+//! of sequence `s` into slot `s % N`, then pushes the descriptor; the arbiter reads slot
+//! `s % N` after taking the descriptor out.
+//!
+//! Why a slot is never overwritten too early: `N` is the mailbox's size, the mailbox holds
+//! at most `N - 1` packets of the client (a cache line of slots is always slack), and a
+//! packet's mailbox slot is released only after the arbiter has read its key. So when the
+//! client writes the key of sequence `s`, the packets it still has outstanding are at most
+//! `s - N + 1 ..= s - 1`, none of which uses slot `s % N`. (A refused push does not consume
+//! its sequence number, so the retry rewrites the same slot.)
+//!
+//! The words are atomics accessed with `Relaxed`: the mailbox push is a Release store and
+//! the arbiter's extraction an Acquire load, which orders the key words written before the
+//! push before the arbiter's reads after the extraction. Safe Rust, no data race.
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Words per key (`FlowKey::to_words`).
+pub const KEY_WORDS: usize = 5;
+
+/// The key rings of every client.
+#[derive(Debug)]
+pub struct KeyRings {
+    /// `clients * entries` keys.
+    words: Box<[[AtomicU64; KEY_WORDS]]>,
+    entries: usize,
+}
+
+impl KeyRings {
+    /// Rings of `entries` keys (the mailbox size, a power of two) for `clients` clients; no
+    /// memory when `entries` is 0 (engines without a dummynet configuration).
+    pub fn new(clients: usize, entries: usize) -> Self {
+        assert!(entries == 0 || entries.is_power_of_two());
+        Self {
+            words: (0..clients * entries)
+                .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+                .collect(),
+            entries,
+        }
+    }
+
+    #[inline]
+    fn slot(&self, client: u32, seq: u32) -> &[AtomicU64; KEY_WORDS] {
+        &self.words[client as usize * self.entries + (seq as usize & (self.entries - 1))]
+    }
+
+    /// Client side: the key of its packet `seq`, before pushing the packet.
+    #[inline]
+    pub fn put(&self, client: u32, seq: u32, key: [u64; KEY_WORDS]) {
+        for (w, v) in self.slot(client, seq).iter().zip(key) {
+            // ORDERING: Relaxed; published by the mailbox push's Release (module docs).
+            w.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Arbiter side: the key of `client`'s packet `seq`, after extracting it.
+    #[inline]
+    pub fn get(&self, client: u32, seq: u32) -> [u64; KEY_WORDS] {
+        // ORDERING: Relaxed; the mailbox extraction's Acquire orders it after `put`.
+        std::array::from_fn(|i| self.slot(client, seq)[i].load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_wrap_per_client_and_do_not_overlap() {
+        let r = KeyRings::new(3, 4);
+        for c in 0..3u32 {
+            for s in 0..4u32 {
+                r.put(c, s, [u64::from(c * 10 + s); KEY_WORDS]);
+            }
+        }
+        assert_eq!(r.get(1, 2), [12; KEY_WORDS]);
+        assert_eq!(r.get(2, 7), [23; KEY_WORDS], "sequence 7 uses slot 3");
+        r.put(0, 5, [99; KEY_WORDS]);
+        assert_eq!(r.get(0, 1), [99; KEY_WORDS], "sequence 5 reuses slot 1");
+        assert_eq!(r.get(1, 1), [11; KEY_WORDS], "other clients untouched");
+    }
+}
