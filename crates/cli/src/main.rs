@@ -8,6 +8,7 @@
 
 mod arch;
 mod compat;
+mod config;
 mod cpu;
 mod run;
 mod scenario;
@@ -60,12 +61,36 @@ pspat run --alg drr --backend null --rate unlimited --json"
     },
     /// Simulates flows through a scheduler on a virtual link: shares, delays, T-WFI, plots.
     Sim(sim::SimArgs),
+    /// Configurations in ipfw/dnctl syntax or TOML (schedulers, flowsets, pipes, rules,
+    /// tables).
+    Config {
+        #[command(subcommand)]
+        what: ConfigCmd,
+    },
     /// Lists the registered scheduling algorithms.
     Algorithms {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCmd {
+    /// Validates a configuration file and prints the resolved model.
+    #[command(
+        long_about = "Validates a configuration file and prints the resolved model: every \
+object with every option (defaults written out), in ipfw syntax (or TOML with --print toml), \
+then a one-line summary as a comment. The output parses back to the same model.\n\n\
+A file ending in .toml is read as TOML, anything else as ipfw/dnctl commands, one per line \
+(`sched 4 config type qfq bw 4Mbit/s`, `queue 1 config weight 10 sched 4 mask dst-ip 0xff`, \
+`add 100 queue 1 out src-ip 1.2.3.4`, `table 1 add 1.2.3.0/24 20`). On an error, prints it \
+with the file, line, column and offending token, and exits with status 1.",
+        after_help = "Examples:\n  pspat config check examples/config/isp.ipfw\n  \
+pspat config check examples/config/isp.toml --print toml\n  \
+pspat config check rules.conf --format ipfw --quiet"
+    )]
+    Check(config::CheckArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -335,6 +360,9 @@ fn run() -> Result<()> {
             what: Bench::Arch(args),
         } => arch::run(args),
         Command::Sim(args) => sim::main(args),
+        Command::Config {
+            what: ConfigCmd::Check(args),
+        } => config::check(&args),
         Command::Algorithms { json } => list_algorithms(json),
     }
 }

@@ -1,0 +1,991 @@
+//! The ipfw/dnctl command parser: one command per line into a [`Draft`].
+//!
+//! Grammar (keywords are case-insensitive; `[]` optional, `|` alternatives, `...` repeat):
+//!
+//! ```text
+//! line     := [ipfw | dnctl] command | (empty or comment)
+//! command  := sched N config SOPT...   | queue N config QOPT... | pipe N config POPT...
+//!           | add [NUM] ACTION BODY   | table N add PREFIX [VALUE] | table N create
+//!           | default ACTION
+//! SOPT     := type ALG | bw BW | mask MASK... | params K=V[,K=V]... | max-instances N
+//!           | idle DURATION
+//! QOPT     := sched N | weight W | queue SIZE | mask MASK... | max-len BYTES
+//!           | max-queues N | buckets N | idle DURATION
+//! POPT     := bw BW | queue SIZE | mask MASK... | max-instances N | idle DURATION
+//! MASK     := all | src-ip M | dst-ip M | src-ip6 M6 | dst-ip6 M6 | src-port M
+//!           | dst-port M | proto M            (M: 0xhex, decimal, or a dotted IPv4 mask;
+//!                                             M6: /LEN or an IPv6 mask)
+//! ACTION   := queue (N | tablearg) | pipe (N | tablearg)
+//!           | allow | accept | pass | permit | deny | drop | reject
+//! BODY     := [PROTO] [from ADDR [PORTS] to ADDR [PORTS]] ROPT...
+//! ROPT     := in | out | src-ip ADDR | dst-ip ADDR | src-port PORTS | dst-port PORTS
+//!           | proto PROTO
+//! ADDR     := any | table(N) | { A [, A]... } | A [, A]...   (A: host or prefix, v4 or v6)
+//! PORTS    := P [, P]...                                    (P: port or lo-hi)
+//! ```
+//!
+//! Choices the brief or ipfw(8) left open:
+//! - a rule without a number gets the previous rule's number (in file order) plus 100, the
+//!   first one 100: ipfw's autoincrement with its default step;
+//! - `buckets` is an alias of `max-queues` (in dummynet it sizes the hash table of dynamic
+//!   queues, which is the bound we keep);
+//! - `default ACTION` is our extension: what happens to a packet no rule matched
+//!   (`deny` when absent, as ipfw's default rule 65535);
+//! - `reject` is an alias of `deny` (ipfw's `reject` also sends an ICMP error, which a
+//!   shaper has no business doing);
+//! - dummynet emulation options (`delay`, `plr`, `red`, ...) and `me` addresses are refused
+//!   with an error naming them, never ignored; so is the old `queue N config pipe P`;
+//! - `ip` and `all` as the protocol mean any protocol; a condition given twice (two
+//!   protocols, `from 1.2.3.4` and `src-ip 5.6.7.8`) is refused rather than intersected.
+//!
+//! Every syntax error is a [`ConfigError::Syntax`] with the line, the column and the token,
+//! and says what was expected there. Semantic checks (references, duplicates, canonical
+//! prefixes) are [`crate::resolve`]'s, shared with the TOML front end.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use pspat_sched::{MAX_PACKET_LEN, MAX_WEIGHT};
+
+use super::lexer::{lex_line, Kind, Token};
+use crate::error::ConfigError;
+use crate::model::*;
+use crate::resolve::{Draft, Loc, Located, TableCmd, MAX_ID};
+use crate::units;
+
+/// dummynet options pspat refuses, with why.
+const NOT_EMULATED: &[&str] = &[
+    "delay", "plr", "pls", "red", "gred", "burst", "profile", "noerror", "link",
+];
+
+/// Every keyword the parser accepts (commands, options, mask fields, actions and their
+/// aliases, rule options). The examples in `examples/config/` must use each of them (a
+/// test of the `pspat` crate checks it), and a unit test below checks that every word the
+/// parser matches on is listed here or in [`REFUSED`].
+pub const KEYWORDS: &[&str] = &[
+    // commands
+    "ipfw",
+    "dnctl",
+    "sched",
+    "queue",
+    "pipe",
+    "add",
+    "table",
+    "default",
+    "config",
+    "create",
+    // scheduler, flowset and pipe options
+    "type",
+    "bw",
+    "bandwidth",
+    "mask",
+    "params",
+    "max-instances",
+    "idle",
+    "weight",
+    "max-len",
+    "max-queues",
+    "buckets",
+    // mask fields (also rule options for addresses, ports and protocol)
+    "all",
+    "src-ip",
+    "dst-ip",
+    "src-ip6",
+    "dst-ip6",
+    "src-port",
+    "dst-port",
+    "proto",
+    // actions
+    "tablearg",
+    "allow",
+    "accept",
+    "pass",
+    "permit",
+    "deny",
+    "drop",
+    "reject",
+    // rule body
+    "ip",
+    "from",
+    "to",
+    "any",
+    "in",
+    "out",
+];
+
+/// Words the parser recognises only to refuse them with a specific message.
+pub const REFUSED: &[&str] = &["via", "recv", "xmit", "me", "me6", "not"];
+
+/// Protocol names ipfw knows that pspat understands, with their numbers.
+pub const PROTOCOLS: &[(&str, u8)] = &[
+    ("icmp", 1),
+    ("igmp", 2),
+    ("tcp", 6),
+    ("udp", 17),
+    ("ipv6", 41),
+    ("gre", 47),
+    ("esp", 50),
+    ("ah", 51),
+    ("icmp6", 58),
+    ("ospf", 89),
+    ("sctp", 132),
+];
+
+/// Parses ipfw-syntax `text` into a draft (not yet resolved).
+pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
+    let mut draft = Draft::new(origin);
+    let mut last_rule = 0u32;
+    for (i, line) in text.lines().enumerate() {
+        let line_no = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let (toks, eol) = lex_line(line);
+        let mut c = Cursor {
+            toks: &toks,
+            pos: 0,
+            eol,
+            line: line_no,
+            origin,
+        };
+        if c.peek().is_none() {
+            continue;
+        }
+        if c.peek_is("ipfw") || c.peek_is("dnctl") {
+            c.pos += 1;
+        }
+        command(&mut c, &mut draft, &mut last_rule)?;
+    }
+    Ok(draft)
+}
+
+struct Cursor<'t, 'a> {
+    toks: &'t [Token<'a>],
+    pos: usize,
+    eol: u32,
+    line: u32,
+    origin: &'t str,
+}
+
+type R<T> = Result<T, ConfigError>;
+
+impl<'a> Cursor<'_, 'a> {
+    fn peek(&self) -> Option<Token<'a>> {
+        self.toks.get(self.pos).copied()
+    }
+
+    fn peek_is(&self, word: &str) -> bool {
+        self.peek()
+            .is_some_and(|t| t.kind == Kind::Word && t.text.eq_ignore_ascii_case(word))
+    }
+
+    fn peek_kind(&self, kind: Kind) -> bool {
+        self.peek().is_some_and(|t| t.kind == kind)
+    }
+
+    fn loc(&self) -> Loc {
+        Loc {
+            line: self.line,
+            column: self.peek().map_or(self.eol, |t| t.column),
+        }
+    }
+
+    /// An error at the current token (or at the end of the line).
+    fn err(&self, message: impl Into<String>) -> ConfigError {
+        match self.peek() {
+            Some(t) => self.err_at(t, message),
+            None => ConfigError::Syntax {
+                origin: self.origin.to_owned(),
+                line: self.line,
+                column: self.eol,
+                token: String::new(),
+                message: format!("{} (found the end of the line)", message.into()),
+            },
+        }
+    }
+
+    fn err_at(&self, t: Token<'_>, message: impl Into<String>) -> ConfigError {
+        ConfigError::Syntax {
+            origin: self.origin.to_owned(),
+            line: self.line,
+            column: t.column,
+            token: t.text.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// The next token, which must be a word; `what` says what was expected.
+    fn word(&mut self, what: &str) -> R<Token<'a>> {
+        match self.peek() {
+            Some(t) if t.kind == Kind::Word => {
+                self.pos += 1;
+                Ok(t)
+            }
+            _ => Err(self.err(format!("expected {what}"))),
+        }
+    }
+
+    fn keyword(&mut self, kw: &str) -> R<()> {
+        if self.peek_is(kw) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.err(format!("expected `{kw}`")))
+        }
+    }
+
+    /// A number in `range`, `what` naming it.
+    fn number(&mut self, what: &str, lo: u64, hi: u64) -> R<u64> {
+        let t = self.word(what)?;
+        let v = units::parse_uint(t.text, u128::from(u64::MAX))
+            .ok()
+            .and_then(|v| u64::try_from(v).ok())
+            .ok_or_else(|| self.err_at(t, format!("expected {what}, a number")))?;
+        if v < lo || v > hi {
+            return Err(self.err_at(t, format!("{what} must be {lo}..={hi}")));
+        }
+        Ok(v)
+    }
+
+    fn id(&mut self, what: &str) -> R<u32> {
+        Ok(self.number(what, 1, MAX_ID.into())? as u32)
+    }
+
+    /// A word converted by `f`, whose error becomes a syntax error at the word.
+    fn with<T>(&mut self, what: &str, f: impl FnOnce(&str) -> Result<T, String>) -> R<T> {
+        let t = self.word(what)?;
+        f(t.text).map_err(|m| self.err_at(t, m))
+    }
+
+    fn end(&self) -> R<()> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(self.err("expected the end of the command")),
+        }
+    }
+}
+
+fn command(c: &mut Cursor<'_, '_>, d: &mut Draft, last_rule: &mut u32) -> R<()> {
+    let at = c.loc();
+    let t = c.word("a command: sched, queue, pipe, add, table or default")?;
+    match t.text.to_ascii_lowercase().as_str() {
+        "sched" => {
+            let id = c.id("a scheduler number")?;
+            c.keyword("config")?;
+            let item = sched_config(c, id)?;
+            d.schedulers.push(Located { item, at: Some(at) });
+        }
+        "queue" => {
+            let id = c.id("a queue (flowset) number")?;
+            c.keyword("config")?;
+            let item = queue_config(c, id)?;
+            d.flowsets.push(Located { item, at: Some(at) });
+        }
+        "pipe" => {
+            let id = c.id("a pipe number")?;
+            c.keyword("config")?;
+            let item = pipe_config(c, id)?;
+            d.pipes.push(Located { item, at: Some(at) });
+        }
+        "add" => {
+            let item = rule(c, *last_rule)?;
+            *last_rule = item.number;
+            d.rules.push(Located { item, at: Some(at) });
+        }
+        "table" => {
+            let table = c.id("a table number")?;
+            let op = c.word("`add` or `create`")?;
+            let entry = if op.text.eq_ignore_ascii_case("create") {
+                None
+            } else if op.text.eq_ignore_ascii_case("add") {
+                let p = c.with("a prefix (1.2.3.0/24, 2001:db8::/32) or host", parse_prefix)?;
+                let v = if c.peek().is_some() {
+                    c.number("a table value", 0, u32::MAX.into())? as u32
+                } else {
+                    0
+                };
+                Some((p, v))
+            } else {
+                return Err(c.err_at(op, "expected `add` or `create`"));
+            };
+            c.end()?;
+            d.tables.push(Located {
+                item: TableCmd { table, entry },
+                at: Some(at),
+            });
+        }
+        "default" => {
+            let a = action(c)?;
+            c.end()?;
+            d.default_action.push(Located {
+                item: a,
+                at: Some(at),
+            });
+        }
+        _ => {
+            return Err(c.err_at(
+                t,
+                "expected a command: sched, queue, pipe, add, table or default",
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// Remembers which options a command has seen, to refuse repeats.
+#[derive(Default)]
+struct Seen(Vec<String>);
+
+impl Seen {
+    fn first(&mut self, c: &Cursor<'_, '_>, t: Token<'_>) -> R<()> {
+        let k = t.text.to_ascii_lowercase();
+        if self.0.contains(&k) {
+            return Err(c.err_at(t, format!("`{k}` given twice")));
+        }
+        self.0.push(k);
+        Ok(())
+    }
+}
+
+/// The option word at the cursor, if any; refuses dummynet-only options by name.
+fn option<'a>(c: &mut Cursor<'_, 'a>, seen: &mut Seen) -> R<Option<(Token<'a>, String)>> {
+    let Some(t) = c.peek() else { return Ok(None) };
+    if t.kind != Kind::Word {
+        return Err(c.err("expected an option"));
+    }
+    let k = t.text.to_ascii_lowercase();
+    if NOT_EMULATED.contains(&k.as_str()) {
+        return Err(c.err_at(
+            t,
+            format!(
+                "`{k}` is a dummynet emulation option pspat does not implement (pspat \
+                 schedules and shapes bandwidth; it emulates no delay, loss or queue \
+                 management)"
+            ),
+        ));
+    }
+    seen.first(c, t)?;
+    c.pos += 1;
+    Ok(Some((t, k)))
+}
+
+fn sched_config(c: &mut Cursor<'_, '_>, id: u32) -> R<SchedSpec> {
+    let mut s = SchedSpec {
+        id,
+        algorithm: String::new(),
+        params: Vec::new(),
+        bandwidth_bps: 0,
+        mask: FlowMask::default(),
+        max_instances: DEFAULT_MAX_INSTANCES,
+        idle_ns: DEFAULT_IDLE_NS,
+    };
+    let mut seen = Seen::default();
+    while let Some((t, k)) = option(c, &mut seen)? {
+        match k.as_str() {
+            "type" => {
+                s.algorithm = c
+                    .word("an algorithm name (fifo, drr, wf2q+, qfq, ...)")?
+                    .text
+                    .into()
+            }
+            "bw" | "bandwidth" => {
+                s.bandwidth_bps = c.with("a bandwidth", units::parse_bandwidth)?
+            }
+            "mask" => s.mask = mask(c)?,
+            "params" => s.params = params(c)?,
+            "max-instances" => {
+                s.max_instances = c.number("a number of instances", 1, u32::MAX.into())? as u32
+            }
+            "idle" => s.idle_ns = c.with("a duration", units::parse_duration)?,
+            _ => {
+                return Err(c.err_at(
+                    t,
+                    "expected a sched option: type, bw, mask, params, max-instances or idle",
+                ))
+            }
+        }
+    }
+    if s.algorithm.is_empty() {
+        return Err(c.err(format!("sched {id}: expected `type ALGORITHM`")));
+    }
+    Ok(s)
+}
+
+/// `queue SIZE`: slots without a unit, bytes with one.
+fn queue_limit(text: &str) -> Result<QueueLimit, String> {
+    let (v, unit) = units::parse_size(text)?;
+    if unit {
+        Ok(QueueLimit::Bytes(v))
+    } else {
+        u32::try_from(v)
+            .map(QueueLimit::Packets)
+            .map_err(|_| format!("{v} slots is too many"))
+    }
+}
+
+fn queue_config(c: &mut Cursor<'_, '_>, id: u32) -> R<FlowsetSpec> {
+    let mut q = FlowsetSpec {
+        id,
+        sched: 0,
+        weight: 1,
+        max_len: pspat_sched::flow::DEFAULT_MAX_LEN,
+        limit: QueueLimit::default(),
+        mask: FlowMask::default(),
+        max_queues: DEFAULT_MAX_QUEUES,
+        idle_ns: DEFAULT_IDLE_NS,
+    };
+    let mut seen = Seen::default();
+    while let Some((t, k)) = option(c, &mut seen)? {
+        match k.as_str() {
+            "sched" => q.sched = c.id("a scheduler number")?,
+            "pipe" => {
+                return Err(c.err_at(
+                    t,
+                    "`queue N config pipe P` is dummynet's old syntax: attach the queue to a \
+                     scheduler with `sched S` (a pipe is a FIFO link of its own)",
+                ))
+            }
+            "weight" => q.weight = c.number("a weight", 1, MAX_WEIGHT.into())? as u32,
+            "queue" => {
+                q.limit = c.with("a queue size (slots, or bytes with a unit)", queue_limit)?
+            }
+            "mask" => q.mask = mask(c)?,
+            "max-len" => {
+                let t = c.word("a packet length in bytes")?;
+                let v = units::parse_bytes(t.text).map_err(|m| c.err_at(t, m))?;
+                if v == 0 || v > u64::from(MAX_PACKET_LEN) {
+                    return Err(c.err_at(t, format!("max-len must be 1..={MAX_PACKET_LEN} bytes")));
+                }
+                q.max_len = v as u32;
+            }
+            "max-queues" | "buckets" => {
+                q.max_queues = c.number("a number of queues", 1, u32::MAX.into())? as u32
+            }
+            "idle" => q.idle_ns = c.with("a duration", units::parse_duration)?,
+            _ => {
+                return Err(c.err_at(
+                    t,
+                    "expected a queue option: sched, weight, queue, mask, max-len, max-queues \
+                     (buckets) or idle",
+                ))
+            }
+        }
+    }
+    if q.sched == 0 {
+        return Err(c.err(format!(
+            "queue {id}: expected `sched N` (the scheduler it attaches to)"
+        )));
+    }
+    Ok(q)
+}
+
+fn pipe_config(c: &mut Cursor<'_, '_>, id: u32) -> R<PipeSpec> {
+    let mut p = PipeSpec {
+        id,
+        bandwidth_bps: 0,
+        limit: QueueLimit::default(),
+        mask: FlowMask::default(),
+        max_instances: DEFAULT_MAX_INSTANCES,
+        idle_ns: DEFAULT_IDLE_NS,
+    };
+    let mut seen = Seen::default();
+    while let Some((t, k)) = option(c, &mut seen)? {
+        match k.as_str() {
+            "bw" | "bandwidth" => {
+                p.bandwidth_bps = c.with("a bandwidth", units::parse_bandwidth)?
+            }
+            "queue" => {
+                p.limit = c.with("a queue size (slots, or bytes with a unit)", queue_limit)?
+            }
+            "mask" => p.mask = mask(c)?,
+            "max-instances" => {
+                p.max_instances = c.number("a number of instances", 1, u32::MAX.into())? as u32
+            }
+            "idle" => p.idle_ns = c.with("a duration", units::parse_duration)?,
+            _ => {
+                return Err(c.err_at(
+                    t,
+                    "expected a pipe option: bw, queue, mask, max-instances or idle",
+                ))
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// An IPv4 mask: a number or a dotted quad.
+fn mask4(text: &str) -> Result<u32, String> {
+    if text.contains('.') {
+        return text
+            .parse::<Ipv4Addr>()
+            .map(u32::from)
+            .map_err(|_| format!("'{text}' is not an IPv4 mask"));
+    }
+    units::parse_uint(text, u32::MAX.into()).map(|v| v as u32)
+}
+
+/// An IPv6 mask: `/LEN` or an address.
+fn mask6(text: &str) -> Result<u128, String> {
+    if let Some(len) = text.strip_prefix('/') {
+        let len: u32 = len
+            .parse()
+            .ok()
+            .filter(|l| *l <= 128)
+            .ok_or_else(|| format!("'{text}' is not a prefix length /0../128"))?;
+        return Ok(u128::MAX.checked_shl(128 - len).unwrap_or(0));
+    }
+    text.parse::<Ipv6Addr>()
+        .map(u128::from)
+        .map_err(|_| format!("'{text}' is not an IPv6 mask (/LEN or an address)"))
+}
+
+/// The mask fields after `mask`.
+fn mask(c: &mut Cursor<'_, '_>) -> R<FlowMask> {
+    let mut m = FlowMask::default();
+    let mut seen = Seen::default();
+    let mut any = false;
+    while let Some(t) = c.peek() {
+        let k = t.text.to_ascii_lowercase();
+        let field = matches!(
+            k.as_str(),
+            "all" | "src-ip" | "dst-ip" | "src-ip6" | "dst-ip6" | "src-port" | "dst-port" | "proto"
+        );
+        if t.kind != Kind::Word || !field {
+            break;
+        }
+        seen.first(c, t)?;
+        c.pos += 1;
+        any = true;
+        match k.as_str() {
+            "all" => m = FlowMask::ALL,
+            "src-ip" => m.src_ip = c.with("an IPv4 mask (0xff, 255.255.255.0)", mask4)?,
+            "dst-ip" => m.dst_ip = c.with("an IPv4 mask (0xff, 255.255.255.0)", mask4)?,
+            "src-ip6" => m.src_ip6 = c.with("an IPv6 mask (/64, ffff::)", mask6)?,
+            "dst-ip6" => m.dst_ip6 = c.with("an IPv6 mask (/64, ffff::)", mask6)?,
+            "src-port" => {
+                m.src_port = c.with("a port mask", |s| units::parse_uint(s, 0xffff))? as u16
+            }
+            "dst-port" => {
+                m.dst_port = c.with("a port mask", |s| units::parse_uint(s, 0xffff))? as u16
+            }
+            _ => m.proto = c.with("a protocol mask", |s| units::parse_uint(s, 0xff))? as u8,
+        }
+    }
+    if !any {
+        return Err(c.err(
+            "expected a mask field: all, src-ip, dst-ip, src-ip6, dst-ip6, src-port, dst-port \
+             or proto",
+        ));
+    }
+    Ok(m)
+}
+
+/// `K=V[,K=V]...` after `params`.
+fn params(c: &mut Cursor<'_, '_>) -> R<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    loop {
+        let t = c.word("a parameter key=value")?;
+        match t.text.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => out.push((k.into(), v.into())),
+            _ => return Err(c.err_at(t, "expected a parameter key=value (m=8, quantum=1500)")),
+        }
+        if !c.peek_kind(Kind::Comma) {
+            return Ok(out);
+        }
+        c.pos += 1;
+    }
+}
+
+fn action(c: &mut Cursor<'_, '_>) -> R<Action> {
+    const EXPECTED: &str = "expected an action: queue N, pipe N, allow or deny";
+    let t = c.word(EXPECTED)?;
+    let target = |c: &mut Cursor<'_, '_>, what: &str| -> R<Target> {
+        if c.peek_is("tablearg") {
+            c.pos += 1;
+            Ok(Target::Tablearg)
+        } else {
+            Ok(Target::Id(c.id(&format!("a {what} number or `tablearg`"))?))
+        }
+    };
+    Ok(match t.text.to_ascii_lowercase().as_str() {
+        "queue" => Action::Queue(target(c, "queue")?),
+        "pipe" => Action::Pipe(target(c, "pipe")?),
+        "allow" | "accept" | "pass" | "permit" => Action::Allow,
+        "deny" | "drop" | "reject" => Action::Deny,
+        _ => return Err(c.err_at(t, EXPECTED)),
+    })
+}
+
+/// A protocol name or number; `None` for `ip`/`all` (any protocol).
+fn protocol(text: &str) -> Result<Option<u8>, String> {
+    let l = text.to_ascii_lowercase();
+    if l == "ip" || l == "all" {
+        return Ok(None);
+    }
+    if let Some(&(_, n)) = PROTOCOLS.iter().find(|(name, _)| *name == l) {
+        return Ok(Some(n));
+    }
+    if l.bytes().all(|b| b.is_ascii_digit()) {
+        return l
+            .parse::<u8>()
+            .map(Some)
+            .map_err(|_| format!("protocol number {text} is not 0..=255"));
+    }
+    Err(format!(
+        "unknown protocol '{text}' (expected ip, all, a number, or one of: {})",
+        PROTOCOLS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
+    ))
+}
+
+/// A host or prefix (`1.2.3.4`, `1.2.3.0/24`, `2001:db8::/32`).
+pub fn parse_prefix(text: &str) -> Result<Prefix, String> {
+    let (a, len) = match text.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (text, None),
+    };
+    let addr: IpAddr = a
+        .parse()
+        .map_err(|_| format!("'{text}' is not an address or prefix"))?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = match len {
+        None => max,
+        Some(l) => l
+            .parse::<u8>()
+            .ok()
+            .filter(|l| *l <= max)
+            .ok_or_else(|| format!("'{text}': prefix length must be 0..={max}"))?,
+    };
+    Ok(Prefix { addr, len })
+}
+
+/// `table(N)` -> N.
+fn table_ref(text: &str) -> Option<Result<u32, String>> {
+    let inner = text
+        .strip_prefix("table(")
+        .or_else(|| text.strip_prefix("TABLE("))?
+        .strip_suffix(')')?;
+    Some(
+        inner
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_ID).contains(n))
+            .ok_or_else(|| {
+                format!("'{text}': expected table(N) with N 1..={MAX_ID} (table values are not matched)")
+            }),
+    )
+}
+
+fn addr(c: &mut Cursor<'_, '_>) -> R<AddrMatch> {
+    const EXPECTED: &str = "an address: any, a host, a prefix, a { list } or table(N)";
+    if c.peek_kind(Kind::LBrace) {
+        c.pos += 1;
+        let mut ps = Vec::new();
+        loop {
+            ps.push(c.with(EXPECTED, parse_prefix)?);
+            if c.peek_kind(Kind::Comma) {
+                c.pos += 1;
+            } else if c.peek_kind(Kind::RBrace) {
+                c.pos += 1;
+                return Ok(AddrMatch::Prefixes(ps));
+            } else {
+                return Err(c.err("expected `,` or `}` in the address list"));
+            }
+        }
+    }
+    let t = c.word(EXPECTED)?;
+    let l = t.text.to_ascii_lowercase();
+    if l == "any" {
+        return Ok(AddrMatch::Any);
+    }
+    if l == "me" || l == "me6" {
+        return Err(c.err_at(
+            t,
+            "`me` (the host's own addresses) is not supported: a shaper matches explicit \
+             addresses",
+        ));
+    }
+    if l == "not" {
+        return Err(c.err_at(t, "`not` is not supported in addresses"));
+    }
+    if let Some(r) = table_ref(&l) {
+        return r.map(AddrMatch::Table).map_err(|m| c.err_at(t, m));
+    }
+    let mut ps =
+        vec![parse_prefix(t.text).map_err(|m| c.err_at(t, format!("expected {EXPECTED}: {m}")))?];
+    while c.peek_kind(Kind::Comma) {
+        c.pos += 1;
+        ps.push(c.with(EXPECTED, parse_prefix)?);
+    }
+    Ok(AddrMatch::Prefixes(ps))
+}
+
+fn port_range(text: &str) -> Result<PortRange, String> {
+    let p = |s: &str| {
+        s.parse::<u16>()
+            .map_err(|_| format!("'{text}' is not a port (0..=65535) or range lo-hi"))
+    };
+    let (lo, hi) = match text.split_once('-') {
+        Some((a, b)) => (p(a)?, p(b)?),
+        None => {
+            let v = p(text)?;
+            (v, v)
+        }
+    };
+    if lo > hi {
+        return Err(format!("port range '{text}' is empty (lo > hi)"));
+    }
+    Ok(PortRange { lo, hi })
+}
+
+fn looks_like_ports(t: Option<Token<'_>>) -> bool {
+    t.is_some_and(|t| {
+        t.kind == Kind::Word
+            && t.text.starts_with(|ch: char| ch.is_ascii_digit())
+            && !t.text.contains(['.', ':', '/'])
+    })
+}
+
+fn ports(c: &mut Cursor<'_, '_>) -> R<Vec<PortRange>> {
+    let mut out = vec![c.with("a port or range (80, 1000-2000)", port_range)?];
+    while c.peek_kind(Kind::Comma) {
+        c.pos += 1;
+        out.push(c.with("a port or range (80, 1000-2000)", port_range)?);
+    }
+    Ok(out)
+}
+
+/// Sets a rule condition once; a second setting is an error at `t`.
+fn set_once<T>(c: &Cursor<'_, '_>, t: Token<'_>, slot: &mut Option<T>, v: T, what: &str) -> R<()> {
+    if slot.is_some() {
+        return Err(c.err_at(t, format!("the {what} is given twice in this rule")));
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
+fn rule(c: &mut Cursor<'_, '_>, last: u32) -> R<Rule> {
+    let number = if c
+        .peek()
+        .is_some_and(|t| t.text.starts_with(|ch: char| ch.is_ascii_digit()))
+    {
+        c.id("a rule number")?
+    } else {
+        let n = last + 100;
+        if n > MAX_ID {
+            return Err(c.err(format!(
+                "this rule has no number and the previous one + 100 = {n} is past {MAX_ID}"
+            )));
+        }
+        n
+    };
+    let action = action(c)?;
+
+    let mut proto: Option<Option<u8>> = None;
+    let (mut src, mut dst) = (None, None);
+    let (mut sp, mut dp) = (None, None);
+    let mut dir = None;
+
+    // Classic body: [PROTO] from ADDR [PORTS] to ADDR [PORTS]
+    if let Some(t) = c.peek() {
+        let next_is_from = c
+            .toks
+            .get(c.pos + 1)
+            .is_some_and(|n| n.text.eq_ignore_ascii_case("from"));
+        if t.kind == Kind::Word && next_is_from && !c.peek_is("from") {
+            c.pos += 1;
+            // `ip` / `all` (any protocol) leaves the condition unset
+            if let Some(p) = protocol(t.text).map_err(|m| c.err_at(t, m))? {
+                proto = Some(Some(p));
+            }
+        }
+    }
+    if c.peek_is("from") {
+        c.pos += 1;
+        let a = addr(c)?;
+        if a != AddrMatch::Any {
+            src = Some(a);
+        }
+        if looks_like_ports(c.peek()) {
+            sp = Some(ports(c)?);
+        }
+        c.keyword("to")?;
+        let a = addr(c)?;
+        if a != AddrMatch::Any {
+            dst = Some(a);
+        }
+        if looks_like_ports(c.peek()) {
+            dp = Some(ports(c)?);
+        }
+    }
+    // Options.
+    while let Some(t) = c.peek() {
+        if t.kind != Kind::Word {
+            return Err(c.err("expected a rule option"));
+        }
+        c.pos += 1;
+        match t.text.to_ascii_lowercase().as_str() {
+            "in" => set_once(c, t, &mut dir, Direction::In, "direction")?,
+            "out" => set_once(c, t, &mut dir, Direction::Out, "direction")?,
+            "src-ip" => {
+                let a = addr(c)?;
+                set_once(c, t, &mut src, a, "source address")?
+            }
+            "dst-ip" => {
+                let a = addr(c)?;
+                set_once(c, t, &mut dst, a, "destination address")?
+            }
+            "src-port" => {
+                let p = ports(c)?;
+                set_once(c, t, &mut sp, p, "source port")?
+            }
+            "dst-port" => {
+                let p = ports(c)?;
+                set_once(c, t, &mut dp, p, "destination port")?
+            }
+            "proto" => {
+                let p = c.with("a protocol", protocol)?;
+                set_once(c, t, &mut proto, p, "protocol")?
+            }
+            "via" | "recv" | "xmit" => {
+                return Err(c.err_at(t, "interfaces are not matched: pspat shapes one link"))
+            }
+            "from" => return Err(c.err_at(t, "`from ... to ...` must come before the options")),
+            _ => {
+                return Err(c.err_at(
+                    t,
+                    "expected a rule option: in, out, src-ip, dst-ip, src-port, dst-port or \
+                     proto (or `from ADDR to ADDR`)",
+                ))
+            }
+        }
+    }
+    Ok(Rule {
+        number,
+        action,
+        matcher: Match {
+            direction: dir,
+            proto: proto.flatten(),
+            src: src.unwrap_or_default(),
+            dst: dst.unwrap_or_default(),
+            src_ports: sp.unwrap_or_default(),
+            dst_ports: dp.unwrap_or_default(),
+        },
+    })
+}
+
+/// Runs `f` over the tokens of `text` (one phrase of ipfw syntax, as a TOML value holds),
+/// requiring it to consume them all; a syntax error becomes its message.
+fn phrase<T>(
+    text: &str,
+    what: &str,
+    f: impl FnOnce(&mut Cursor<'_, '_>) -> R<T>,
+) -> Result<T, String> {
+    let (toks, eol) = lex_line(text);
+    let mut c = Cursor {
+        toks: &toks,
+        pos: 0,
+        eol,
+        line: 1,
+        origin: "",
+    };
+    let v = f(&mut c).and_then(|v| c.end().map(|()| v));
+    v.map_err(|e| match e {
+        ConfigError::Syntax { token, message, .. } if token.is_empty() => {
+            format!("'{text}' is not {what}: {message}")
+        }
+        ConfigError::Syntax { token, message, .. } => {
+            format!("'{text}' is not {what}: {message} (at `{token}`)")
+        }
+        other => other.to_string(),
+    })
+}
+
+/// An action as a phrase (`queue 1`, `pipe tablearg`, `deny`).
+pub fn action_str(text: &str) -> Result<Action, String> {
+    phrase(
+        text,
+        "an action (queue N, pipe N, queue tablearg, allow, deny)",
+        action,
+    )
+}
+
+/// An address condition as a phrase (`any`, `1.2.3.0/24`, `table(1)`, `{ a, b }`).
+pub fn addr_str(text: &str) -> Result<AddrMatch, String> {
+    phrase(text, "an address", addr)
+}
+
+/// Ports as a phrase (`80`, `1000-2000`, `80,443`).
+pub fn ports_str(text: &str) -> Result<Vec<PortRange>, String> {
+    phrase(text, "a port list", ports)
+}
+
+/// A mask as a phrase (`src-ip 0xff dst-port 0xffff`, `all`).
+pub fn mask_str(text: &str) -> Result<FlowMask, String> {
+    phrase(text, "a mask", mask)
+}
+
+/// A protocol (`udp`, `17`; `ip`/`all` = any).
+pub fn protocol_str(text: &str) -> Result<Option<u8>, String> {
+    protocol(text)
+}
+
+/// A queue size (`50` slots, `100KBytes`).
+pub fn queue_limit_str(text: &str) -> Result<QueueLimit, String> {
+    queue_limit(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every string literal a `match` arm of this file tests (`"weight" =>`,
+    /// `"allow" | "accept" =>`) is a listed keyword or refused word, so that KEYWORDS (which
+    /// the examples must cover) cannot silently miss an option added later.
+    #[test]
+    fn keywords_list_every_word_the_parser_matches() {
+        let src = include_str!("parser.rs");
+        let src = &src[..src.find("#[cfg(test)]").unwrap()];
+        let mut found = Vec::new();
+        for line in src.lines() {
+            let Some((arm, _)) = line.split_once("=>") else {
+                continue;
+            };
+            let arm = arm.trim();
+            if !arm.starts_with('"') {
+                continue;
+            }
+            for lit in arm.split('|') {
+                let w = lit.trim().trim_matches('"');
+                found.push(w.to_owned());
+            }
+        }
+        assert!(found.len() > 30, "scan found only {found:?}");
+        for w in &found {
+            assert!(
+                KEYWORDS.contains(&w.as_str()) || REFUSED.contains(&w.as_str()),
+                "the parser matches `{w}`, which KEYWORDS does not list"
+            );
+        }
+        // and the other way round: each keyword is read somewhere in the parser
+        for k in KEYWORDS.iter().chain(REFUSED) {
+            assert!(
+                src.contains(&format!("\"{k}\"")),
+                "`{k}` is listed but never read"
+            );
+        }
+    }
+
+    #[test]
+    fn prefixes_and_ports() {
+        let p = parse_prefix("1.2.3.0/24").unwrap();
+        assert_eq!((p.addr.to_string(), p.len), ("1.2.3.0".into(), 24));
+        assert_eq!(parse_prefix("::1").unwrap().len, 128);
+        assert!(parse_prefix("1.2.3.0/33").unwrap_err().contains("0..=32"));
+        assert!(parse_prefix("1.2.3").is_err());
+        assert_eq!(
+            port_range("1000-2000"),
+            Ok(PortRange { lo: 1000, hi: 2000 })
+        );
+        assert!(port_range("2000-1000").unwrap_err().contains("empty"));
+        assert!(port_range("70000").is_err());
+        assert_eq!(mask6("/64"), Ok(u128::MAX << 64));
+        assert_eq!(mask6("/0"), Ok(0));
+        assert_eq!(mask4("255.255.255.0"), Ok(0xffff_ff00));
+    }
+}

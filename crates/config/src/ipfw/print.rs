@@ -1,0 +1,253 @@
+//! `Display for Config`: the resolved model in ipfw syntax, one command per line, every
+//! option written out (defaults included, so that `pspat config check` shows what each
+//! object really is). Parsing the output gives back an equal model (property-tested in
+//! `tests/roundtrip.rs`).
+//!
+//! Order: schedulers, pipes, flowsets, tables, rules, default action; each by number.
+
+use std::fmt::{self, Display, Formatter, Write};
+use std::net::Ipv6Addr;
+
+use super::parser::PROTOCOLS;
+use crate::model::*;
+use crate::units;
+
+/// A mask in ipfw syntax (without the leading `mask`); empty for the empty mask.
+pub fn mask_words(m: &FlowMask) -> String {
+    if *m == FlowMask::ALL {
+        return "all".into();
+    }
+    let mut s = String::new();
+    let mut put = |k: &str, v: String| {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        let _ = write!(s, "{k} {v}");
+    };
+    if m.src_ip != 0 {
+        put("src-ip", format!("{:#010x}", m.src_ip));
+    }
+    if m.dst_ip != 0 {
+        put("dst-ip", format!("{:#010x}", m.dst_ip));
+    }
+    if m.src_ip6 != 0 {
+        put("src-ip6", mask6(m.src_ip6));
+    }
+    if m.dst_ip6 != 0 {
+        put("dst-ip6", mask6(m.dst_ip6));
+    }
+    if m.src_port != 0 {
+        put("src-port", format!("{:#06x}", m.src_port));
+    }
+    if m.dst_port != 0 {
+        put("dst-port", format!("{:#06x}", m.dst_port));
+    }
+    if m.proto != 0 {
+        put("proto", format!("{:#04x}", m.proto));
+    }
+    s
+}
+
+/// `/LEN` for a contiguous IPv6 mask, the address form otherwise.
+pub fn mask6(m: u128) -> String {
+    let len = m.leading_ones();
+    if m.checked_shl(len).unwrap_or(0) == 0 {
+        format!("/{len}")
+    } else {
+        Ipv6Addr::from(m).to_string()
+    }
+}
+
+/// A protocol by name when ipfw has one, else by number.
+pub fn proto_name(p: u8) -> String {
+    PROTOCOLS
+        .iter()
+        .find(|(_, n)| *n == p)
+        .map_or_else(|| p.to_string(), |(name, _)| (*name).to_owned())
+}
+
+/// A prefix: the bare address for a host, `addr/len` otherwise.
+pub fn prefix(p: &Prefix) -> String {
+    let host = if p.addr.is_ipv4() { 32 } else { 128 };
+    if p.len == host {
+        p.addr.to_string()
+    } else {
+        format!("{}/{}", p.addr, p.len)
+    }
+}
+
+/// An address condition in ipfw syntax.
+pub fn addr(a: &AddrMatch) -> String {
+    match a {
+        AddrMatch::Any => "any".into(),
+        AddrMatch::Table(t) => format!("table({t})"),
+        AddrMatch::Prefixes(ps) if ps.len() == 1 => prefix(&ps[0]),
+        AddrMatch::Prefixes(ps) => {
+            let list: Vec<String> = ps.iter().map(prefix).collect();
+            format!("{{ {} }}", list.join(", "))
+        }
+    }
+}
+
+/// Port ranges as `80,1000-2000`.
+pub fn ports(ps: &[PortRange]) -> String {
+    let v: Vec<String> = ps
+        .iter()
+        .map(|p| {
+            if p.lo == p.hi {
+                p.lo.to_string()
+            } else {
+                format!("{}-{}", p.lo, p.hi)
+            }
+        })
+        .collect();
+    v.join(",")
+}
+
+/// A queue limit as `queue SIZE` writes it.
+pub fn limit(l: &QueueLimit) -> String {
+    match l {
+        QueueLimit::Packets(n) => n.to_string(),
+        QueueLimit::Bytes(b) => units::format_bytes(*b),
+    }
+}
+
+impl Display for Action {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let t = |t: &Target| match t {
+            Target::Id(n) => n.to_string(),
+            Target::Tablearg => "tablearg".into(),
+        };
+        match self {
+            Action::Queue(x) => write!(f, "queue {}", t(x)),
+            Action::Pipe(x) => write!(f, "pipe {}", t(x)),
+            Action::Allow => f.write_str("allow"),
+            Action::Deny => f.write_str("deny"),
+        }
+    }
+}
+
+impl Display for SchedSpec {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sched {} config type {} bw {}",
+            self.id,
+            self.algorithm,
+            units::format_bandwidth(self.bandwidth_bps)
+        )?;
+        if !self.mask.is_empty() {
+            write!(f, " mask {}", mask_words(&self.mask))?;
+        }
+        if !self.params.is_empty() {
+            let p: Vec<String> = self
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            write!(f, " params {}", p.join(","))?;
+        }
+        write!(
+            f,
+            " max-instances {} idle {}",
+            self.max_instances,
+            units::format_duration(self.idle_ns)
+        )
+    }
+}
+
+impl Display for FlowsetSpec {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "queue {} config sched {} weight {} queue {} max-len {}",
+            self.id,
+            self.sched,
+            self.weight,
+            limit(&self.limit),
+            self.max_len
+        )?;
+        if !self.mask.is_empty() {
+            write!(f, " mask {}", mask_words(&self.mask))?;
+        }
+        write!(
+            f,
+            " max-queues {} idle {}",
+            self.max_queues,
+            units::format_duration(self.idle_ns)
+        )
+    }
+}
+
+impl Display for PipeSpec {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pipe {} config bw {} queue {}",
+            self.id,
+            units::format_bandwidth(self.bandwidth_bps),
+            limit(&self.limit)
+        )?;
+        if !self.mask.is_empty() {
+            write!(f, " mask {}", mask_words(&self.mask))?;
+        }
+        write!(
+            f,
+            " max-instances {} idle {}",
+            self.max_instances,
+            units::format_duration(self.idle_ns)
+        )
+    }
+}
+
+impl Display for Rule {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let m = &self.matcher;
+        let proto = m.proto.map_or_else(|| "ip".to_owned(), proto_name);
+        write!(
+            f,
+            "add {} {} {proto} from {}",
+            self.number,
+            self.action,
+            addr(&m.src)
+        )?;
+        if !m.src_ports.is_empty() {
+            write!(f, " {}", ports(&m.src_ports))?;
+        }
+        write!(f, " to {}", addr(&m.dst))?;
+        if !m.dst_ports.is_empty() {
+            write!(f, " {}", ports(&m.dst_ports))?;
+        }
+        match m.direction {
+            Some(Direction::In) => f.write_str(" in"),
+            Some(Direction::Out) => f.write_str(" out"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Display for Config {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        for s in self.schedulers.values() {
+            writeln!(f, "{s}")?;
+        }
+        for p in self.pipes.values() {
+            writeln!(f, "{p}")?;
+        }
+        for q in self.flowsets.values() {
+            writeln!(f, "{q}")?;
+        }
+        for t in self.tables.values() {
+            if t.entries.is_empty() {
+                writeln!(f, "table {} create", t.id)?;
+            }
+            for (p, v) in &t.entries {
+                writeln!(f, "table {} add {} {v}", t.id, prefix(p))?;
+            }
+        }
+        for r in &self.rules {
+            writeln!(f, "{r}")?;
+        }
+        writeln!(f, "default {}", self.default_action)
+    }
+}

@@ -1,0 +1,452 @@
+//! From what a front end read to a [`Config`]: the checks both front ends share.
+//!
+//! A front end (ipfw syntax, TOML) produces a [`Draft`]: the objects in the order they were
+//! written, each with where it was written. [`resolve`] turns it into a [`Config`] or
+//! refuses it with a [`ConfigError::Invalid`] that names the object and, when known, its
+//! place (`isp.ipfw:12: queue 3: sched 9 is not defined`).
+//!
+//! What is checked:
+//! - ids (schedulers, flowsets, pipes, tables, rule numbers) are `1..=65535`, and no
+//!   scheduler, flowset, pipe or default action is defined twice (a configuration file
+//!   describes a state; it is not a sequence of reconfigurations as ipfw commands are);
+//! - every algorithm exists and accepts its parameters (the scheduler is built once, off
+//!   the data path, so that a bad value is caught here and not when the engine starts);
+//!   names become the registry's canonical name and parameters are sorted in the order the
+//!   registry lists them, so that `QFQ` and `qfq` give equal models; a parameter given
+//!   twice is refused;
+//! - weights are `1..=MAX_WEIGHT`, maximum packet lengths `1..=MAX_PACKET_LEN`, queue limits,
+//!   `max-queues`, `max-instances` and idle times are not zero;
+//! - every reference exists: flowset -> scheduler, rule -> flowset or pipe, `table(N)` ->
+//!   table, and for a `queue tablearg` (`pipe tablearg`) rule every value of the table it
+//!   looks up names a flowset (pipe);
+//! - a `tablearg` rule looks up exactly one table (with two, which value would be the
+//!   argument is a question better refused than answered silently);
+//! - prefixes are canonical (no bit set past the prefix length: `1.2.4.0/20` is refused,
+//!   naming `1.2.0.0/20`), and a prefix length fits its family;
+//! - table entries are sorted by prefix and a prefix entered twice in one table is refused;
+//! - port ranges have `lo <= hi`;
+//! - rules are sorted by number, keeping the written order among equal numbers.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use pspat_sched::registry::{self, Params};
+use pspat_sched::{Desc, MAX_PACKET_LEN, MAX_WEIGHT};
+
+use crate::error::ConfigError;
+use crate::model::*;
+
+/// Largest id of any object, and largest rule number (ipfw's).
+pub const MAX_ID: u32 = 65535;
+
+/// Where an object was written: 1-based line and column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Loc {
+    pub line: u32,
+    pub column: u32,
+}
+
+/// An object and where it was written (`None` when made by code).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located<T> {
+    pub item: T,
+    pub at: Option<Loc>,
+}
+
+/// A table command: `table N create` (no entry) or `table N add PREFIX VALUE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableCmd {
+    pub table: u32,
+    pub entry: Option<(Prefix, u32)>,
+}
+
+/// What a front end read, in the order written, not yet checked.
+#[derive(Clone, Debug, Default)]
+pub struct Draft {
+    /// File name (or `<string>`), for messages.
+    pub origin: String,
+    pub schedulers: Vec<Located<SchedSpec>>,
+    pub flowsets: Vec<Located<FlowsetSpec>>,
+    pub pipes: Vec<Located<PipeSpec>>,
+    pub tables: Vec<Located<TableCmd>>,
+    pub rules: Vec<Located<Rule>>,
+    pub default_action: Vec<Located<Action>>,
+}
+
+impl Draft {
+    /// An empty draft for `origin`.
+    pub fn new(origin: &str) -> Self {
+        Self {
+            origin: origin.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    fn err(&self, at: Option<Loc>, msg: String) -> ConfigError {
+        ConfigError::Invalid(match at {
+            Some(l) => format!("{}:{}:{}: {msg}", self.origin, l.line, l.column),
+            None => format!("{}: {msg}", self.origin),
+        })
+    }
+}
+
+fn check_id(what: &str, id: u32) -> Result<(), String> {
+    if (1..=MAX_ID).contains(&id) {
+        Ok(())
+    } else {
+        Err(format!("{what} {id}: numbers are 1..={MAX_ID}"))
+    }
+}
+
+/// Checks that `p` is canonical.
+pub fn check_prefix(p: &Prefix) -> Result<(), String> {
+    let canon = canonical(p).ok_or_else(|| {
+        format!(
+            "prefix length /{} is too long for {} (at most {})",
+            p.len,
+            p.addr,
+            if p.addr.is_ipv4() { 32 } else { 128 }
+        )
+    })?;
+    if canon != *p {
+        return Err(format!(
+            "{}/{} has bits set past the prefix length (did you mean {}/{}?)",
+            p.addr, p.len, canon.addr, canon.len
+        ));
+    }
+    Ok(())
+}
+
+/// The prefix with every bit past its length cleared, or `None` if the length does not fit
+/// the family.
+pub fn canonical(p: &Prefix) -> Option<Prefix> {
+    let addr = match p.addr {
+        IpAddr::V4(a) if p.len <= 32 => {
+            let m = u32::MAX.checked_shl(32 - u32::from(p.len)).unwrap_or(0);
+            IpAddr::V4((u32::from(a) & m).into())
+        }
+        IpAddr::V6(a) if p.len <= 128 => {
+            let m = u128::MAX.checked_shl(128 - u32::from(p.len)).unwrap_or(0);
+            IpAddr::V6((u128::from(a) & m).into())
+        }
+        _ => return None,
+    };
+    Some(Prefix { addr, len: p.len })
+}
+
+fn check_limit(what: &str, limit: &QueueLimit) -> Result<(), String> {
+    match *limit {
+        QueueLimit::Packets(0) | QueueLimit::Bytes(0) => {
+            Err(format!("{what}: a queue limit of 0 would drop everything"))
+        }
+        QueueLimit::Packets(n) if n > pspat_sched::flow::MAX_LIMIT_PKTS => Err(format!(
+            "{what}: queue limit {n} slots is more than {}",
+            pspat_sched::flow::MAX_LIMIT_PKTS
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_nonzero(what: &str, option: &str, v: u64) -> Result<(), String> {
+    if v == 0 {
+        Err(format!("{what}: {option} must not be 0"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks the algorithm and its parameters; returns the canonical name and the parameters
+/// in registry order.
+fn resolve_algorithm(s: &SchedSpec) -> Result<(String, Vec<(String, String)>), String> {
+    let what = format!("sched {}", s.id);
+    let info = registry::lookup(&s.algorithm).map_err(|e| format!("{what}: {e}"))?;
+    let mut params = s.params.clone();
+    for (i, (k, _)) in params.iter().enumerate() {
+        if params[..i].iter().any(|(k2, _)| k2 == k) {
+            return Err(format!("{what}: parameter '{k}' given twice"));
+        }
+    }
+    let p = params.iter().fold(Params::new(), |p, (k, v)| p.set(k, v));
+    p.check_known(info).map_err(|e| format!("{what}: {e}"))?;
+    registry::build::<Desc>(info.name, &p, 16).map_err(|e| format!("{what}: {e}"))?;
+    params.sort_by_key(|(k, _)| info.params.iter().position(|pi| pi.name == k));
+    Ok((info.name.to_owned(), params))
+}
+
+/// Checks a draft and builds the configuration.
+pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
+    let mut cfg = Config::default();
+    let e = |at: Option<Loc>, m: String| draft.err(at, m);
+
+    for Located { item, at } in &draft.schedulers {
+        let what = format!("sched {}", item.id);
+        check_id("sched", item.id).map_err(|m| e(*at, m))?;
+        let (algorithm, params) = resolve_algorithm(item).map_err(|m| e(*at, m))?;
+        check_nonzero(&what, "max-instances", item.max_instances.into()).map_err(|m| e(*at, m))?;
+        check_nonzero(&what, "idle", item.idle_ns).map_err(|m| e(*at, m))?;
+        let s = SchedSpec {
+            algorithm,
+            params,
+            ..item.clone()
+        };
+        if cfg.schedulers.insert(item.id, s).is_some() {
+            return Err(e(*at, format!("{what} is defined twice")));
+        }
+    }
+    for Located { item, at } in &draft.flowsets {
+        let what = format!("queue {}", item.id);
+        check_id("queue", item.id).map_err(|m| e(*at, m))?;
+        if !cfg.schedulers.contains_key(&item.sched) {
+            return Err(e(
+                *at,
+                format!("{what}: sched {} is not defined", item.sched),
+            ));
+        }
+        if !(1..=MAX_WEIGHT).contains(&item.weight) {
+            return Err(e(
+                *at,
+                format!("{what}: weight {} is not 1..={MAX_WEIGHT}", item.weight),
+            ));
+        }
+        if !(1..=MAX_PACKET_LEN).contains(&item.max_len) {
+            return Err(e(
+                *at,
+                format!(
+                    "{what}: max-len {} is not 1..={MAX_PACKET_LEN}",
+                    item.max_len
+                ),
+            ));
+        }
+        check_limit(&what, &item.limit).map_err(|m| e(*at, m))?;
+        check_nonzero(&what, "max-queues", item.max_queues.into()).map_err(|m| e(*at, m))?;
+        check_nonzero(&what, "idle", item.idle_ns).map_err(|m| e(*at, m))?;
+        if cfg.flowsets.insert(item.id, item.clone()).is_some() {
+            return Err(e(*at, format!("{what} is defined twice")));
+        }
+    }
+    for Located { item, at } in &draft.pipes {
+        let what = format!("pipe {}", item.id);
+        check_id("pipe", item.id).map_err(|m| e(*at, m))?;
+        check_limit(&what, &item.limit).map_err(|m| e(*at, m))?;
+        check_nonzero(&what, "max-instances", item.max_instances.into()).map_err(|m| e(*at, m))?;
+        check_nonzero(&what, "idle", item.idle_ns).map_err(|m| e(*at, m))?;
+        if cfg.pipes.insert(item.id, item.clone()).is_some() {
+            return Err(e(*at, format!("{what} is defined twice")));
+        }
+    }
+
+    // Tables: collect, then sort and find duplicates.
+    let mut entries: BTreeMap<u32, Vec<(Prefix, u32, Option<Loc>)>> = BTreeMap::new();
+    for Located { item, at } in &draft.tables {
+        check_id("table", item.table).map_err(|m| e(*at, m))?;
+        let list = entries.entry(item.table).or_default();
+        if let Some((p, v)) = item.entry {
+            check_prefix(&p).map_err(|m| e(*at, format!("table {}: {m}", item.table)))?;
+            list.push((p, v, *at));
+        }
+    }
+    for (id, mut list) in entries {
+        list.sort_by_key(|&(p, _, _)| p);
+        for w in list.windows(2) {
+            if w[0].0 == w[1].0 {
+                let p = w[1].0;
+                return Err(e(
+                    w[1].2,
+                    format!("table {id}: {}/{} is entered twice", p.addr, p.len),
+                ));
+            }
+        }
+        let entries = list.into_iter().map(|(p, v, _)| (p, v)).collect();
+        cfg.tables.insert(id, Table { id, entries });
+    }
+
+    // Rules.
+    for Located { item, at } in &draft.rules {
+        check_rule(&cfg, item).map_err(|m| e(*at, format!("rule {}: {m}", item.number)))?;
+    }
+    let mut rules: Vec<Rule> = draft.rules.iter().map(|r| r.item.clone()).collect();
+    rules.sort_by_key(|r| r.number); // stable
+    cfg.rules = rules;
+
+    match draft.default_action.as_slice() {
+        [] => {}
+        [d] => {
+            check_action(&cfg, &d.item, None).map_err(|m| e(d.at, format!("default: {m}")))?;
+            cfg.default_action = d.item;
+        }
+        [_, d, ..] => return Err(e(d.at, "the default action is given twice".into())),
+    }
+    Ok(cfg)
+}
+
+fn check_addr(cfg: &Config, a: &AddrMatch) -> Result<(), String> {
+    match a {
+        AddrMatch::Any => Ok(()),
+        AddrMatch::Prefixes(ps) => {
+            if ps.is_empty() {
+                return Err("an empty address list matches nothing".into());
+            }
+            ps.iter().try_for_each(check_prefix)
+        }
+        AddrMatch::Table(t) => {
+            if cfg.tables.contains_key(t) {
+                Ok(())
+            } else {
+                Err(format!("table({t}) is not defined"))
+            }
+        }
+    }
+}
+
+fn check_ports(ps: &[PortRange]) -> Result<(), String> {
+    for p in ps {
+        if p.lo > p.hi {
+            return Err(format!("port range {}-{} is empty", p.lo, p.hi));
+        }
+    }
+    Ok(())
+}
+
+/// Checks an action's target; `table` is the table a tablearg comes from.
+fn check_action(cfg: &Config, a: &Action, table: Option<u32>) -> Result<(), String> {
+    let (kind, target, exists): (&str, Target, &dyn Fn(u32) -> bool) = match a {
+        Action::Allow | Action::Deny => return Ok(()),
+        Action::Queue(t) => ("queue", *t, &|n| cfg.flowsets.contains_key(&n)),
+        Action::Pipe(t) => ("pipe", *t, &|n| cfg.pipes.contains_key(&n)),
+    };
+    match target {
+        Target::Id(n) => {
+            if exists(n) {
+                Ok(())
+            } else {
+                Err(format!("{kind} {n} is not defined"))
+            }
+        }
+        Target::Tablearg => {
+            let Some(t) = table else {
+                return Err(format!(
+                    "{kind} tablearg needs exactly one table(N) lookup in the rule"
+                ));
+            };
+            for (p, v) in &cfg.tables[&t].entries {
+                if !exists(*v) {
+                    return Err(format!(
+                        "{kind} tablearg: table {t} sends {}/{} to {kind} {v}, which is not \
+                         defined",
+                        p.addr, p.len
+                    ));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn check_rule(cfg: &Config, r: &Rule) -> Result<(), String> {
+    if !(1..=MAX_ID).contains(&r.number) {
+        return Err(format!("rule numbers are 1..={MAX_ID}"));
+    }
+    let m = &r.matcher;
+    check_addr(cfg, &m.src).map_err(|e| format!("source: {e}"))?;
+    check_addr(cfg, &m.dst).map_err(|e| format!("destination: {e}"))?;
+    check_ports(&m.src_ports)?;
+    check_ports(&m.dst_ports)?;
+    let tables: Vec<u32> = [&m.src, &m.dst]
+        .into_iter()
+        .filter_map(|a| match a {
+            AddrMatch::Table(t) => Some(*t),
+            _ => None,
+        })
+        .collect();
+    let table = match tables.as_slice() {
+        [t] => Some(*t),
+        _ => None,
+    };
+    check_action(cfg, &r.action, table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn p4(a: [u8; 4], len: u8) -> Prefix {
+        Prefix {
+            addr: IpAddr::V4(Ipv4Addr::from(a)),
+            len,
+        }
+    }
+
+    #[test]
+    fn canonical_prefixes() {
+        assert_eq!(canonical(&p4([1, 2, 4, 0], 20)), Some(p4([1, 2, 0, 0], 20)));
+        assert_eq!(canonical(&p4([1, 2, 3, 4], 0)), Some(p4([0, 0, 0, 0], 0)));
+        assert_eq!(canonical(&p4([1, 2, 3, 4], 32)), Some(p4([1, 2, 3, 4], 32)));
+        assert_eq!(canonical(&p4([1, 2, 3, 4], 33)), None);
+        let v6 = Prefix {
+            addr: IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 3, 4, 5, 6)),
+            len: 32,
+        };
+        let c = canonical(&v6).unwrap();
+        assert_eq!(
+            c.addr,
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0))
+        );
+        let e = check_prefix(&p4([1, 2, 4, 0], 20)).unwrap_err();
+        assert!(e.contains("1.2.4.0/20") && e.contains("1.2.0.0/20"), "{e}");
+    }
+
+    fn sched(id: u32, alg: &str) -> Located<SchedSpec> {
+        Located {
+            item: SchedSpec {
+                id,
+                algorithm: alg.into(),
+                params: vec![],
+                bandwidth_bps: 0,
+                mask: FlowMask::default(),
+                max_instances: DEFAULT_MAX_INSTANCES,
+                idle_ns: DEFAULT_IDLE_NS,
+            },
+            at: Some(Loc { line: 3, column: 1 }),
+        }
+    }
+
+    #[test]
+    fn algorithm_names_become_canonical_and_params_registry_ordered() {
+        let mut d = Draft::new("t");
+        let mut s = sched(1, "QFQ+");
+        s.item.params = vec![];
+        d.schedulers.push(s);
+        let c = resolve(d).unwrap();
+        assert_eq!(c.schedulers[&1].algorithm, "qfq+");
+
+        let mut d = Draft::new("t");
+        d.schedulers.push(sched(1, "nosuch"));
+        let e = resolve(d).unwrap_err().to_string();
+        assert!(
+            e.starts_with("t:3:1: sched 1:") && e.contains("nosuch"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn duplicates_and_dangling_references_are_named() {
+        let mut d = Draft::new("t");
+        d.schedulers.push(sched(1, "drr"));
+        d.schedulers.push(sched(1, "drr"));
+        let e = resolve(d).unwrap_err().to_string();
+        assert!(e.contains("sched 1 is defined twice"), "{e}");
+
+        let mut d = Draft::new("t");
+        d.rules.push(Located {
+            item: Rule {
+                number: 100,
+                action: Action::Queue(Target::Id(7)),
+                matcher: Match::default(),
+            },
+            at: None,
+        });
+        let e = resolve(d).unwrap_err().to_string();
+        assert!(e.contains("rule 100: queue 7 is not defined"), "{e}");
+    }
+}

@@ -1,0 +1,375 @@
+//! The two front ends on hand-written inputs: what they accept (checked against the model
+//! the slides' commands mean), and where and how they refuse.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use pspat_config::*;
+
+fn ipfw(text: &str) -> Config {
+    parse_ipfw(text, "t.ipfw").unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn ipfw_err(text: &str) -> ConfigError {
+    parse_ipfw(text, "t.ipfw").expect_err(text)
+}
+
+fn toml_err(text: &str) -> ConfigError {
+    parse_toml(text, "t.toml").expect_err(text)
+}
+
+/// The position and token of a syntax error.
+fn at(e: &ConfigError) -> (u32, u32, &str, &str) {
+    match e {
+        ConfigError::Syntax {
+            line,
+            column,
+            token,
+            message,
+            ..
+        } => (*line, *column, token.as_str(), message.as_str()),
+        other => panic!("not a syntax error: {other}"),
+    }
+}
+
+fn v4(a: [u8; 4], len: u8) -> Prefix {
+    Prefix {
+        addr: IpAddr::V4(Ipv4Addr::from(a)),
+        len,
+    }
+}
+
+#[test]
+fn the_slides_user_view_means_what_the_slides_say() {
+    let c = ipfw(
+        "ipfw sched 4 config type qfq bw 4Mbit/s\n\
+         ipfw queue 1 config weight 10 sched 4\n\
+         ipfw queue 2 config weight 3 sched 4\n\
+         ipfw add 100 queue 1 out src-ip 1.2.3.4\n\
+         ipfw add 100 queue 2 out src-ip 1.2.3.5\n",
+    );
+    let s = &c.schedulers[&4];
+    assert_eq!((s.algorithm.as_str(), s.bandwidth_bps), ("qfq", 4_000_000));
+    assert_eq!((c.flowsets[&1].weight, c.flowsets[&1].sched), (10, 4));
+    assert_eq!((c.flowsets[&2].weight, c.flowsets[&2].sched), (3, 4));
+    assert_eq!(c.rules.len(), 2);
+    // equal numbers keep the written order
+    assert_eq!(c.rules[0].action, Action::Queue(Target::Id(1)));
+    assert_eq!(c.rules[1].action, Action::Queue(Target::Id(2)));
+    assert_eq!(c.rules[1].matcher.direction, Some(Direction::Out));
+    assert_eq!(
+        c.rules[1].matcher.src,
+        AddrMatch::Prefixes(vec![v4([1, 2, 3, 5], 32)])
+    );
+    assert_eq!(c.default_action, Action::Deny);
+}
+
+#[test]
+fn masks_tables_and_tablearg() {
+    let c = ipfw(
+        "add queue tablearg out src-ip table(1)\n\
+         table 1 add 1.2.3.0/24 20 // this goes to queue 20\n\
+         table 1 add 1.2.3.8 21\n\
+         queue 20 config sched 3 weight 5 mask src-ip 0xff\n\
+         queue 21 config sched 3 weight 20\n\
+         sched 3 config type QFQ bw 4Mbit/s mask dst-ip 255.255.0.0 src-ip6 /48 proto 0x11\n",
+    );
+    assert_eq!(c.rules[0].number, 100, "autoincrement from nothing");
+    assert_eq!(c.rules[0].matcher.src, AddrMatch::Table(1));
+    assert_eq!(c.flowsets[&20].mask.src_ip, 0xff);
+    let m = c.schedulers[&3].mask;
+    assert_eq!(m.dst_ip, 0xffff_0000);
+    assert_eq!(m.src_ip6, u128::MAX << 80);
+    assert_eq!(m.proto, 0x11);
+    assert_eq!(c.schedulers[&3].algorithm, "qfq", "canonical name");
+    assert_eq!(
+        c.tables[&1].entries,
+        vec![(v4([1, 2, 3, 0], 24), 20), (v4([1, 2, 3, 8], 32), 21)]
+    );
+}
+
+#[test]
+fn classic_and_option_bodies_mean_the_same() {
+    let a = ipfw(
+        "pipe 1 config bw 1M\n\
+         add 10 pipe 1 udp from 10.0.0.0/8 1000-2000 to { 1.1.1.1, 2.2.2.0/24 } 53,853 in\n",
+    );
+    let b = ipfw(
+        "pipe 1 config bw 1M\n\
+         add 10 pipe 1 in proto udp src-ip 10.0.0.0/8 src-port 1000-2000 dst-ip 1.1.1.1,2.2.2.0/24 dst-port 53,853\n",
+    );
+    assert_eq!(a, b);
+    let m = &a.rules[0].matcher;
+    assert_eq!(m.proto, Some(17));
+    assert_eq!(m.src_ports, vec![PortRange { lo: 1000, hi: 2000 }]);
+    assert_eq!(
+        m.dst_ports,
+        vec![PortRange { lo: 53, hi: 53 }, PortRange { lo: 853, hi: 853 }]
+    );
+}
+
+#[test]
+fn rule_numbers_autoincrement_from_the_previous_rule() {
+    let c = ipfw("add allow\nadd 1000 deny\nadd allow\nadd 50 deny\nadd allow\n");
+    let n: Vec<u32> = c.rules.iter().map(|r| r.number).collect();
+    // written 100, 1000, 1100, 50, 150; sorted stably
+    assert_eq!(n, vec![50, 100, 150, 1000, 1100]);
+    let e = ipfw_err("add 65500 allow\nadd deny\n");
+    let (line, _, _, msg) = at(&e);
+    assert_eq!(line, 2);
+    assert!(msg.contains("65600"), "{msg}");
+}
+
+#[test]
+fn syntax_errors_point_at_line_column_and_token() {
+    let cases: &[(&str, u32, u32, &str, &str)] = &[
+        // (text, line, column, token, part of the message)
+        ("sched 1 config type qfq bw 4Mbits", 1, 28, "4Mbits", "unit"),
+        (
+            "\n  queue 1 config sched 1 weight 0",
+            2,
+            33,
+            "0",
+            "weight must be 1..=65536",
+        ),
+        (
+            "pipe 1 config bw 1M delay 10ms",
+            1,
+            21,
+            "delay",
+            "does not implement",
+        ),
+        ("pipe 1 config bw 1M plr 0.1", 1, 21, "plr", "emulation"),
+        ("add 100 queue 1 from me to any", 1, 22, "me", "`me`"),
+        ("add 100 queue 1 via em0", 1, 17, "via", "interfaces"),
+        (
+            "add 100 count ip from any to any",
+            1,
+            9,
+            "count",
+            "expected an action",
+        ),
+        ("add 100 allow from any", 1, 23, "", "expected `to`"),
+        ("add 100 allow out out", 1, 19, "out", "twice"),
+        (
+            "queue 1 config sched 1 weight 2 weight 3",
+            1,
+            33,
+            "weight",
+            "given twice",
+        ),
+        ("queue 1 config pipe 1", 1, 16, "pipe", "old syntax"),
+        ("queue 1 config weight 3", 1, 24, "", "expected `sched N`"),
+        ("sched 1 config bw 1M", 1, 21, "", "type"),
+        ("sched 0 config type fifo", 1, 7, "0", "1..=65535"),
+        ("sched 1 type fifo", 1, 9, "type", "expected `config`"),
+        ("frobnicate 1", 1, 1, "frobnicate", "expected a command"),
+        ("sched 1 config type drr mask", 1, 29, "", "mask field"),
+        (
+            "sched 1 config type drr mask src-ip 1.2.3",
+            1,
+            37,
+            "1.2.3",
+            "IPv4 mask",
+        ),
+        ("table 1 add 1.2.3.0/33 1", 1, 13, "1.2.3.0/33", "0..=32"),
+        ("table 1 add 1.2.3.0/24 x", 1, 24, "x", "table value"),
+        (
+            "add 100 allow from { 1.2.3.4 5.6.7.8 } to any",
+            1,
+            30,
+            "5.6.7.8",
+            "`}`",
+        ),
+        (
+            "add 100 allow tcp from any 99999 to any",
+            1,
+            28,
+            "99999",
+            "port",
+        ),
+        (
+            "add 100 allow bogus from any to any",
+            1,
+            15,
+            "bogus",
+            "unknown protocol",
+        ),
+        (
+            "add 100 queue table(1) out",
+            1,
+            15,
+            "table(1)",
+            "queue number",
+        ),
+        (
+            "sched 1 config type drr params quantum",
+            1,
+            32,
+            "quantum",
+            "key=value",
+        ),
+        ("default maybe", 1, 9, "maybe", "expected an action"),
+        ("sched 1 config type drr idle 10", 1, 30, "10", "unit"),
+    ];
+    for &(text, line, column, token, msg) in cases {
+        let e = ipfw_err(text);
+        let got = at(&e);
+        assert_eq!(
+            (got.0, got.1, got.2),
+            (line, column, token),
+            "{text:?}: {e}"
+        );
+        assert!(got.3.contains(msg), "{text:?}: {e}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("t.ipfw:{line}:{column}: ")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn semantic_errors_name_the_object_and_its_line() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "queue 1 config sched 9",
+            "t.ipfw:1:1: queue 1: sched 9 is not defined",
+        ),
+        (
+            "sched 1 config type fifo\nsched 1 config type drr",
+            "t.ipfw:2:1: sched 1 is defined twice",
+        ),
+        (
+            "sched 1 config type nosuch",
+            "t.ipfw:1:1: sched 1: unknown algorithm 'nosuch'",
+        ),
+        (
+            "sched 1 config type drr params bogus=1",
+            "sched 1: algorithm 'drr' has no parameter 'bogus'",
+        ),
+        (
+            "sched 1 config type drr params quantum=abc",
+            "invalid value 'abc' for parameter 'quantum'",
+        ),
+        (
+            "sched 1 config type drr params quantum=1,quantum=2",
+            "parameter 'quantum' given twice",
+        ),
+        (
+            "\n\nadd 5 pipe 3",
+            "t.ipfw:3:1: rule 5: pipe 3 is not defined",
+        ),
+        (
+            "add 5 deny src-ip table(2)",
+            "rule 5: source: table(2) is not defined",
+        ),
+        (
+            "table 1 add 1.2.4.0/20 1",
+            "table 1: 1.2.4.0/20 has bits set past the prefix length (did you mean 1.2.0.0/20?)",
+        ),
+        (
+            "add 1 deny dst-ip 10.1.0.0/8",
+            "rule 1: destination: 10.1.0.0/8 has bits set",
+        ),
+        (
+            "table 1 add 1.2.3.0/24 1\ntable 1 add 1.2.3.0/24 2",
+            "t.ipfw:2:1: table 1: 1.2.3.0/24 is entered twice",
+        ),
+        (
+            "add 1 queue tablearg",
+            "queue tablearg needs exactly one table(N)",
+        ),
+        (
+            "table 1 add ::/0 1\nadd 1 queue tablearg src-ip table(1) dst-ip table(1)",
+            "needs exactly one table(N)",
+        ),
+        (
+            "table 1 add 10.0.0.0/8 7\nadd 1 queue tablearg src-ip table(1)",
+            "table 1 sends 10.0.0.0/8 to queue 7, which is not defined",
+        ),
+        ("default queue tablearg", "default: queue tablearg"),
+        (
+            "default allow\ndefault deny",
+            "t.ipfw:2:1: the default action is given twice",
+        ),
+        (
+            "pipe 1 config queue 0",
+            "pipe 1: a queue limit of 0 would drop everything",
+        ),
+    ];
+    for &(text, want) in cases {
+        let e = ipfw_err(text);
+        assert!(
+            matches!(e, ConfigError::Invalid(_)),
+            "{text:?}: not semantic: {e}"
+        );
+        assert!(
+            e.to_string().contains(want),
+            "{text:?}:\n{e}\nwanted {want}"
+        );
+    }
+}
+
+#[test]
+fn toml_errors_point_at_line_column_and_key() {
+    // unknown key
+    let e = toml_err("[[sched]]\nid = 1\ntype = \"drr\"\nbandwith = \"1M\"\n");
+    let (line, col, tok, msg) = at(&e);
+    assert_eq!((line, col, tok), (4, 1, "bandwith"), "{e}");
+    assert!(msg.contains("unknown field `bandwith`"), "{e}");
+    // a bad value: the message names the value, the place is the value
+    let e = toml_err("[[sched]]\nid = 1\ntype = \"drr\"\nbw = \"4Mbits\"\n");
+    let (line, col, tok, msg) = at(&e);
+    assert_eq!((line, col, tok), (4, 6, "\"4Mbits\""), "{e}");
+    assert!(msg.contains("unknown bandwidth unit"), "{e}");
+    // unknown mask field
+    let e = toml_err("[[pipe]]\nid = 1\nmask = { src = 1 }\n");
+    assert_eq!(at(&e).0, 3, "{e}");
+    assert!(at(&e).3.contains("unknown mask field `src`"), "{e}");
+    // a bad table prefix points at its key
+    let e = toml_err("[table.1]\n\"1.2.3.0/24\" = 1\n\"1.2.3.0/99\" = 2\n");
+    let (line, col, tok, msg) = at(&e);
+    assert_eq!((line, col, tok), (3, 1, "\"1.2.3.0/99\""), "{e}");
+    assert!(msg.contains("0..=32"), "{e}");
+    // a bad table number
+    let e = toml_err("[table.x]\n");
+    assert!(at(&e).3.contains("table's key is its number"), "{e}");
+    // TOML syntax itself
+    let e = toml_err("[[sched]\n");
+    assert_eq!(at(&e).0, 1, "{e}");
+    // semantic errors carry the object's line
+    let e = toml_err("[[sched]]\nid = 1\ntype = \"drr\"\n\n[[queue]]\nid = 2\nsched = 3\n");
+    assert!(
+        e.to_string().starts_with("t.toml:5:") && e.to_string().contains("queue 2: sched 3"),
+        "{e}"
+    );
+    // an action phrase keeps the ipfw parser's message
+    let e = toml_err("[[rule]]\naction = \"queue\"\n");
+    assert!(at(&e).3.contains("queue number or `tablearg`"), "{e}");
+}
+
+#[test]
+fn parse_file_chooses_the_front_end_by_extension() {
+    let dir = std::env::temp_dir().join(format!("pspat-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let t = dir.join("a.toml");
+    std::fs::write(&t, "default = \"allow\"\n").unwrap();
+    assert_eq!(parse_file(&t).unwrap().default_action, Action::Allow);
+    let i = dir.join("a.conf");
+    std::fs::write(&i, "default allow\n").unwrap();
+    assert_eq!(parse_file(&i).unwrap().default_action, Action::Allow);
+    // the same ipfw text in a .toml file is a TOML error
+    std::fs::write(&t, "default allow\n").unwrap();
+    assert!(matches!(
+        parse_file(&t).unwrap_err(),
+        ConfigError::Syntax { .. }
+    ));
+    let e = parse_file(dir.join("missing.ipfw"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("missing.ipfw") && e.contains("cannot read"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

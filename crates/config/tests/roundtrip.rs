@@ -1,0 +1,299 @@
+//! Property: a random valid configuration, printed in ipfw syntax and in TOML, parses back
+//! from both to a model equal to the original. So the two front ends read the same setup
+//! to equal models, and `pspat config check`'s output is itself a valid configuration.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use proptest::prelude::*;
+use pspat_config::resolve::canonical;
+use pspat_config::*;
+use pspat_sched::registry::algorithms;
+
+/// xorshift64*: the configuration is a function of one seed (proptest shrinks the seed).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+    /// Mostly small, sometimes huge: values near the edges of the units matter.
+    fn quantity(&mut self) -> u64 {
+        match self.below(4) {
+            0 => self.next(),
+            1 => self.below(10_000),
+            2 => self.below(1000) * 1000u64.pow(self.below(4) as u32),
+            _ => self.below(1000) << (10 * self.below(4)),
+        }
+    }
+    fn mask(&mut self) -> FlowMask {
+        match self.below(4) {
+            0 => FlowMask::default(),
+            1 => FlowMask::ALL,
+            _ => FlowMask {
+                src_ip: if self.coin() { self.next() as u32 } else { 0 },
+                dst_ip: if self.coin() {
+                    u32::MAX << self.below(32)
+                } else {
+                    0
+                },
+                src_ip6: if self.coin() {
+                    u128::from(self.next()) << 64 | u128::from(self.next())
+                } else {
+                    0
+                },
+                dst_ip6: if self.coin() {
+                    u128::MAX << self.below(128)
+                } else {
+                    0
+                },
+                src_port: if self.coin() { self.next() as u16 } else { 0 },
+                dst_port: if self.coin() { self.next() as u16 } else { 0 },
+                proto: if self.coin() { self.next() as u8 } else { 0 },
+            },
+        }
+    }
+    fn limit(&mut self) -> QueueLimit {
+        if self.coin() {
+            QueueLimit::Packets(self.range(1, 1 << 31) as u32)
+        } else {
+            QueueLimit::Bytes(self.quantity().max(1))
+        }
+    }
+    fn idle(&mut self) -> u64 {
+        self.quantity().max(1)
+    }
+    fn prefix(&mut self) -> Prefix {
+        let p = if self.coin() {
+            Prefix {
+                addr: IpAddr::V4(Ipv4Addr::from(self.next() as u32)),
+                len: self.range(0, 32) as u8,
+            }
+        } else {
+            let a = u128::from(self.next()) << 64 | u128::from(self.next());
+            Prefix {
+                addr: IpAddr::V6(Ipv6Addr::from(a)),
+                len: self.range(0, 128) as u8,
+            }
+        };
+        canonical(&p).unwrap()
+    }
+    fn ports(&mut self) -> Vec<PortRange> {
+        (0..self.below(3))
+            .map(|_| {
+                let a = self.next() as u16;
+                let b = if self.coin() { a } else { self.next() as u16 };
+                PortRange {
+                    lo: a.min(b),
+                    hi: a.max(b),
+                }
+            })
+            .collect()
+    }
+    fn pick(&mut self, ids: &[u32]) -> u32 {
+        ids[self.below(ids.len() as u64) as usize]
+    }
+}
+
+fn ids(rng: &mut Rng, max: u64) -> Vec<u32> {
+    let n = rng.range(0, max);
+    let mut v: Vec<u32> = (0..n).map(|_| rng.range(1, 65535) as u32).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn random_config(seed: u64) -> Config {
+    let mut r = Rng(seed | 1);
+    let mut c = Config::default();
+    let algs = algorithms();
+    for id in ids(&mut r, 4) {
+        let info = &algs[r.below(algs.len() as u64) as usize];
+        let params = info
+            .params
+            .iter()
+            .filter(|_| r.coin())
+            .map(|p| (p.name.to_owned(), p.default.to_owned()))
+            .collect();
+        c.schedulers.insert(
+            id,
+            SchedSpec {
+                id,
+                algorithm: info.name.to_owned(),
+                params,
+                bandwidth_bps: r.quantity(),
+                mask: r.mask(),
+                max_instances: r.range(1, u32::MAX.into()) as u32,
+                idle_ns: r.idle(),
+            },
+        );
+    }
+    let scheds: Vec<u32> = c.schedulers.keys().copied().collect();
+    if !scheds.is_empty() {
+        for id in ids(&mut r, 5) {
+            c.flowsets.insert(
+                id,
+                FlowsetSpec {
+                    id,
+                    sched: r.pick(&scheds),
+                    weight: r.range(1, 1 << 16) as u32,
+                    max_len: r.range(1, 1 << 20) as u32,
+                    limit: r.limit(),
+                    mask: r.mask(),
+                    max_queues: r.range(1, u32::MAX.into()) as u32,
+                    idle_ns: r.idle(),
+                },
+            );
+        }
+    }
+    for id in ids(&mut r, 3) {
+        c.pipes.insert(
+            id,
+            PipeSpec {
+                id,
+                bandwidth_bps: r.quantity(),
+                limit: r.limit(),
+                mask: r.mask(),
+                max_instances: r.range(1, u32::MAX.into()) as u32,
+                idle_ns: r.idle(),
+            },
+        );
+    }
+    let flowsets: Vec<u32> = c.flowsets.keys().copied().collect();
+    let pipes: Vec<u32> = c.pipes.keys().copied().collect();
+    // Tables: values name flowsets, pipes, or anything (then no tablearg rule uses them).
+    let mut table_kind: BTreeMap<u32, u8> = BTreeMap::new();
+    for id in ids(&mut r, 3) {
+        let kind = r.below(3) as u8;
+        let mut entries: Vec<(Prefix, u32)> = (0..r.below(6))
+            .filter_map(|_| {
+                let v = match kind {
+                    0 if !flowsets.is_empty() => r.pick(&flowsets),
+                    1 if !pipes.is_empty() => r.pick(&pipes),
+                    0 | 1 => return None,
+                    _ => r.next() as u32,
+                };
+                Some((r.prefix(), v))
+            })
+            .collect();
+        entries.sort_by_key(|e| e.0);
+        entries.dedup_by_key(|e| e.0);
+        c.tables.insert(id, Table { id, entries });
+        table_kind.insert(id, kind);
+    }
+    let tables: Vec<u32> = c.tables.keys().copied().collect();
+    let mut number = 0u32;
+    for _ in 0..r.below(8) {
+        number = (number + r.range(0, 300) as u32).clamp(1, 65535);
+        let addr = |r: &mut Rng| match r.below(3) {
+            0 => AddrMatch::Any,
+            1 if !tables.is_empty() => AddrMatch::Table(r.pick(&tables)),
+            _ => AddrMatch::Prefixes((0..r.range(1, 3)).map(|_| r.prefix()).collect()),
+        };
+        let mut m = Match {
+            direction: [None, Some(Direction::In), Some(Direction::Out)][r.below(3) as usize],
+            proto: if r.coin() { Some(r.next() as u8) } else { None },
+            src: addr(&mut r),
+            dst: addr(&mut r),
+            src_ports: r.ports(),
+            dst_ports: r.ports(),
+        };
+        let action = match r.below(5) {
+            0 if !flowsets.is_empty() => Action::Queue(Target::Id(r.pick(&flowsets))),
+            1 if !pipes.is_empty() => Action::Pipe(Target::Id(r.pick(&pipes))),
+            2 | 3 if !tables.is_empty() => {
+                // tablearg: exactly one lookup, in a table whose values fit the action
+                let t = r.pick(&tables);
+                let ok_queue = table_kind[&t] == 0 || c.tables[&t].entries.is_empty();
+                let ok_pipe = table_kind[&t] == 1 || c.tables[&t].entries.is_empty();
+                if r.coin() {
+                    m.src = AddrMatch::Table(t);
+                    if matches!(m.dst, AddrMatch::Table(_)) {
+                        m.dst = AddrMatch::Any;
+                    }
+                } else {
+                    m.dst = AddrMatch::Table(t);
+                    if matches!(m.src, AddrMatch::Table(_)) {
+                        m.src = AddrMatch::Any;
+                    }
+                }
+                if ok_queue {
+                    Action::Queue(Target::Tablearg)
+                } else if ok_pipe {
+                    Action::Pipe(Target::Tablearg)
+                } else {
+                    Action::Allow
+                }
+            }
+            4 => Action::Deny,
+            _ => Action::Allow,
+        };
+        c.rules.push(Rule {
+            number,
+            action,
+            matcher: m,
+        });
+    }
+    c.default_action = match r.below(4) {
+        0 if !flowsets.is_empty() => Action::Queue(Target::Id(r.pick(&flowsets))),
+        1 if !pipes.is_empty() => Action::Pipe(Target::Id(r.pick(&pipes))),
+        2 => Action::Allow,
+        _ => Action::Deny,
+    };
+    c
+}
+
+#[test]
+fn the_generator_makes_varied_valid_configurations() {
+    // Guards the property below against a generator that only makes trivial or invalid
+    // configurations (it would then test nothing, or fail for the generator's fault).
+    let (mut rules, mut tablearg, mut entries) = (0, 0, 0);
+    for seed in 0..200u64 {
+        let c = random_config(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        rules += c.rules.len();
+        entries += c.tables.values().map(|t| t.entries.len()).sum::<usize>();
+        tablearg += c
+            .rules
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.action,
+                    Action::Queue(Target::Tablearg) | Action::Pipe(Target::Tablearg)
+                )
+            })
+            .count();
+    }
+    assert!(
+        rules > 300 && tablearg > 20 && entries > 100,
+        "{rules} {tablearg} {entries}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn printed_in_either_syntax_it_parses_back_equal(seed in any::<u64>()) {
+        let c = random_config(seed);
+        let ipfw = c.to_string();
+        let back = parse_ipfw(&ipfw, "printed.ipfw");
+        prop_assert!(back.is_ok(), "{}\n{}", back.unwrap_err(), ipfw);
+        prop_assert_eq!(back.unwrap(), c.clone(), "ipfw:\n{}", ipfw);
+        let toml = c.to_toml();
+        let back = parse_toml(&toml, "printed.toml");
+        prop_assert!(back.is_ok(), "{}\n{}", back.unwrap_err(), toml);
+        prop_assert_eq!(back.unwrap(), c, "toml:\n{}", toml);
+    }
+}
