@@ -10,6 +10,7 @@ mod arch;
 mod compat;
 mod config;
 mod cpu;
+mod keys;
 mod run;
 mod scenario;
 mod sim;

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use pspat_engine::stats::Drop;
+use pspat_engine::stats::{Drop, Filtered};
+
+use crate::keys::{KeyGen, Keyed};
+use crate::scenario::DummynetFile;
 use pspat_engine::traffic::{drive, SourceStats};
 use pspat_engine::{Engine, EngineReport, EngineSnapshot};
 
@@ -43,6 +46,11 @@ pub struct RunArgs {
     /// Print only the final account, as one JSON object.
     #[arg(long)]
     json: bool,
+    /// A dummynet-style configuration (ipfw syntax, or TOML for `.toml`) whose schedulers,
+    /// flowsets, rules and tables decide instead of the scenario's algorithm, rate and
+    /// weights; overrides the scenario's `dummynet`.
+    #[arg(long, value_name = "FILE")]
+    dummynet: Option<std::path::PathBuf>,
 }
 
 fn usage(e: anyhow::Error) -> anyhow::Error {
@@ -74,6 +82,9 @@ fn scenario(a: &RunArgs) -> Result<Scenario> {
     if let Some(b) = &a.backend {
         s.backend = b.clone();
     }
+    if let Some(d) = &a.dummynet {
+        s.dummynet = Some(DummynetFile::load(d).map_err(usage)?);
+    }
     Ok(s)
 }
 
@@ -86,6 +97,7 @@ struct TenantSum {
     sent: u64,
     send_failed: u64,
     dropped: [u64; Drop::COUNT],
+    filtered: [u64; Filtered::COUNT],
     mailbox_full: u64,
 }
 
@@ -100,6 +112,9 @@ fn sums(s: &EngineSnapshot, tenant_of: &[usize], n: usize) -> Vec<TenantSum> {
         t.send_failed += snap.send_failed;
         t.mailbox_full += snap.mailbox_full;
         for (d, v) in t.dropped.iter_mut().zip(snap.dropped) {
+            *d += v;
+        }
+        for (d, v) in t.filtered.iter_mut().zip(snap.filtered) {
             *d += v;
         }
     }
@@ -151,7 +166,9 @@ fn live_table(
         .map(|(i, t)| {
             let bps = (b[i].scheduled_bytes - a[i].scheduled_bytes) as f64 * 8.0 / secs;
             let pps = (b[i].scheduled - a[i].scheduled) as f64 / secs;
-            let drops: u64 = b[i].dropped.iter().sum::<u64>() - a[i].dropped.iter().sum::<u64>();
+            let drops: u64 = b[i].dropped.iter().sum::<u64>() - a[i].dropped.iter().sum::<u64>()
+                + b[i].filtered.iter().sum::<u64>()
+                - a[i].filtered.iter().sum::<u64>();
             let (target, share) = match targets {
                 Some(tg) => (fmt_rate(tg[i]), format!("{:.3}", bps / tg[i].max(1.0))),
                 None => ("-".into(), "-".into()),
@@ -221,14 +238,27 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
     }
     let stop = Arc::new(AtomicBool::new(false));
+    let keyed = sc.dummynet.is_some();
     let threads: Vec<_> = clients
         .into_iter()
         .zip(specs)
-        .map(|(mut c, (_, spec))| {
+        .enumerate()
+        .map(|(i, (mut c, (t, spec)))| {
             let stop = Arc::clone(&stop);
+            // Client k of its tenant: the k-th address of the tenant's source prefix.
+            let k = tenant_of[..i].iter().filter(|x| **x == t).count() as u32;
+            let addrs = sc.tenants[t].addrs.clone();
             std::thread::Builder::new()
                 .name(format!("client{}", c.id()))
-                .spawn(move || drive(&mut c, &spec, &stop))
+                .spawn(move || {
+                    if keyed {
+                        let keys = KeyGen::new(addrs, k, spec.seed);
+                        let mut kc = Keyed { client: c, keys };
+                        drive(&mut kc, &spec, &stop)
+                    } else {
+                        drive(&mut c, &spec, &stop)
+                    }
+                })
         })
         .collect::<std::io::Result<_>>()
         .context("starting client threads")?;
@@ -339,6 +369,12 @@ impl Summary<'_> {
                     .filter(|(_, v)| *v > 0)
                     .map(|(r, v)| (r.name(), v.into()))
                     .collect();
+                let filtered: serde_json::Map<_, _> = Filtered::ALL
+                    .iter()
+                    .zip(t.filtered)
+                    .filter(|(_, v)| *v > 0)
+                    .map(|(r, v)| (r.name().to_string(), v.into()))
+                    .collect();
                 let lat = self.latencies[i].as_ref().map(|h| {
                     serde_json::json!({
                         "p50_ns": h.value_at_quantile(0.5),
@@ -360,6 +396,7 @@ impl Summary<'_> {
                     "sent": t.sent,
                     "send_failed": t.send_failed,
                     "dropped": dropped,
+                    "filtered_by_rules": filtered,
                     "left_queued": t.submitted - t.scheduled - t.dropped.iter().sum::<u64>(),
                     "rate_bps": bps,
                     "target_bps": targets.as_ref().map(|tg| tg[i]),
@@ -410,11 +447,19 @@ impl Summary<'_> {
             .enumerate()
             .map(|(i, t)| {
                 let dropped: u64 = t.dropped.iter().sum();
+                let filtered: u64 = t.filtered.iter().sum();
                 let reasons: Vec<String> = Drop::all()
                     .iter()
                     .zip(t.dropped)
                     .filter(|(_, v)| *v > 0)
                     .map(|(r, v)| format!("{}={v}", r.name()))
+                    .chain(
+                        Filtered::ALL
+                            .iter()
+                            .zip(t.filtered)
+                            .filter(|(_, v)| *v > 0)
+                            .map(|(r, v)| format!("rules:{}={v}", r.name())),
+                    )
                     .collect();
                 let bps = t.scheduled_bytes as f64 * 8.0 / secs;
                 let lat = match &self.latencies[i] {
@@ -432,9 +477,9 @@ impl Summary<'_> {
                     t.sent.to_string(),
                     t.send_failed.to_string(),
                     if reasons.is_empty() {
-                        dropped.to_string()
+                        (dropped + filtered).to_string()
                     } else {
-                        format!("{dropped} ({})", reasons.join(","))
+                        format!("{} ({})", dropped + filtered, reasons.join(","))
                     },
                     t.mailbox_full.to_string(),
                     (t.submitted - t.scheduled - dropped).to_string(),

@@ -23,8 +23,25 @@
 //! limit = 1024              # the flow's queue limit, packets
 //! victim = false            # track submit-to-transmit latency
 //! ```
+//!
+//! With `dummynet = "FILE"` (a configuration in ipfw syntax or TOML, see
+//! `examples/config/`; relative to the scenario file), the configuration's schedulers,
+//! flowsets, rules and tables decide instead of `algorithm`, `rate` and the tenants'
+//! weights, and each tenant's packets carry addresses the rules can match:
+//!
+//! ```toml
+//! [[tenant]]
+//! src = "10.0.1.0/24"       # client k sends from the k-th address
+//! dst = "10.255.0.1"        # each packet draws a destination in this prefix
+//! sport = "40000"           # port or range a-b, drawn per packet
+//! dport = "5000-5003"
+//! proto = "udp"             # udp | tcp | icmp | sctp | number
+//! ```
 
 use std::fmt;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use pspat_engine::traffic::{SizeDist, TrafficSpec};
@@ -32,6 +49,8 @@ use pspat_engine::{ClientConfig, EngineConfig, Handoff};
 use pspat_sched::registry::Params;
 use pspat_sched::FlowParams;
 use serde::Deserialize;
+
+use crate::keys::{parse_ports, parse_prefix, parse_proto, TenantAddrs};
 
 /// One tenant: a scheduler flow and the client threads feeding it.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,6 +64,26 @@ pub struct Tenant {
     pub burst: u32,
     pub limit_pkts: u32,
     pub victim: bool,
+    /// Addresses and ports of its packets (used with a dummynet-style configuration).
+    pub addrs: TenantAddrs,
+}
+
+/// A dummynet-style configuration and where it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DummynetFile {
+    pub path: PathBuf,
+    pub config: Arc<pspat_config::Config>,
+}
+
+impl DummynetFile {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Self> {
+        let config = pspat_config::parse_file(path)?;
+        Ok(DummynetFile {
+            path: path.to_path_buf(),
+            config: Arc::new(config),
+        })
+    }
 }
 
 /// Everything `pspat run` needs.
@@ -62,6 +101,9 @@ pub struct Scenario {
     pub spin_ns: u64,
     pub aggregate_ns: u64,
     pub tenants: Vec<Tenant>,
+    /// A dummynet-style configuration that replaces `algorithm`, `rate_bps` and the
+    /// tenants' weights.
+    pub dummynet: Option<DummynetFile>,
 }
 
 impl Scenario {
@@ -72,7 +114,7 @@ impl Scenario {
     /// about 25 kpps, which a 2-core machine sends to loopback with room to spare, so the
     /// emulated link, not the CPU, is the bottleneck and the shares show the scheduler.
     pub fn builtin() -> Self {
-        let greedy = |name: &str, weight| Tenant {
+        let greedy = |name: &str, weight, i| Tenant {
             name: name.into(),
             weight,
             clients: 1,
@@ -81,6 +123,7 @@ impl Scenario {
             burst: 1,
             limit_pkts: 1024,
             victim: false,
+            addrs: TenantAddrs::default_for(i),
         };
         Scenario {
             algorithm: "qfq+".into(),
@@ -94,9 +137,9 @@ impl Scenario {
             spin_ns: 50_000,
             aggregate_ns: 0,
             tenants: vec![
-                greedy("gold", 4),
-                greedy("silver", 2),
-                greedy("bronze", 1),
+                greedy("gold", 4, 0),
+                greedy("silver", 2, 1),
+                greedy("bronze", 1, 2),
                 Tenant {
                     name: "victim".into(),
                     weight: 8,
@@ -106,15 +149,18 @@ impl Scenario {
                     burst: 1,
                     limit_pkts: 1024,
                     victim: true,
+                    addrs: TenantAddrs::default_for(3),
                 },
             ],
+            dummynet: None,
         }
     }
 
     /// Parses a TOML scenario; `origin` names the file in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self> {
         let raw: RawScenario = toml::from_str(text).with_context(|| origin.to_string())?;
-        raw.resolve().with_context(|| origin.to_string())
+        let dir = Path::new(origin).parent().unwrap_or(Path::new("."));
+        raw.resolve(dir).with_context(|| origin.to_string())
     }
 
     /// The engine configuration and one traffic spec per client (in client order), with
@@ -145,7 +191,13 @@ impl Scenario {
                 specs.push((i, spec));
             }
         }
+        let flows = if self.dummynet.is_some() {
+            Vec::new()
+        } else {
+            flows
+        };
         let mut cfg = EngineConfig::new(&self.algorithm, flows, clients);
+        cfg.dummynet = self.dummynet.as_ref().map(|d| Arc::clone(&d.config));
         cfg.params = self
             .params
             .parse::<Params>()
@@ -162,7 +214,7 @@ impl Scenario {
     /// Rate each tenant should get (bit/s): weighted max-min fairness over the link, where
     /// a paced tenant never gets more than it offers. `None` for an unlimited link.
     pub fn targets_bps(&self) -> Option<Vec<f64>> {
-        if self.rate_bps == 0 {
+        if self.rate_bps == 0 || self.dummynet.is_some() {
             return None;
         }
         let demand: Vec<f64> = self
@@ -208,6 +260,23 @@ impl Scenario {
 
 impl fmt::Display for Scenario {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(d) = &self.dummynet {
+            let c = &d.config;
+            return write!(
+                f,
+                "dummynet configuration {} ({} schedulers, {} flowsets, {} pipes, {} rules), \
+                 hand-off {}, backend {}, {} tenants, {:.1} s",
+                d.path.display(),
+                c.schedulers.len(),
+                c.flowsets.len(),
+                c.pipes.len(),
+                c.rules.len(),
+                self.handoff,
+                self.backend,
+                self.tenants.len(),
+                self.duration_ns as f64 / 1e9
+            );
+        }
         write!(
             f,
             "{} on an emulated {} link, hand-off {}, backend {}, {} tenants, {:.1} s",
@@ -307,6 +376,7 @@ struct RawScenario {
     delta_a: Option<String>,
     spin: Option<String>,
     aggregate: Option<String>,
+    dummynet: Option<String>,
     #[serde(default)]
     tenant: Vec<RawTenant>,
 }
@@ -322,10 +392,15 @@ struct RawTenant {
     burst: Option<u32>,
     limit: Option<u32>,
     victim: Option<bool>,
+    src: Option<String>,
+    dst: Option<String>,
+    sport: Option<String>,
+    dport: Option<String>,
+    proto: Option<String>,
 }
 
 impl RawScenario {
-    fn resolve(self) -> Result<Scenario> {
+    fn resolve(self, dir: &Path) -> Result<Scenario> {
         let d = Scenario::builtin();
         if self.tenant.is_empty() {
             bail!("no [[tenant]]: a scenario needs at least one");
@@ -353,7 +428,27 @@ impl RawScenario {
             if clients == 0 || clients > 256 {
                 bail!("tenant `{name}`: clients must be 1..=256, got {clients}");
             }
+            let mut addrs = TenantAddrs::default_for(i);
+            if let Some(v) = &t.src {
+                addrs.src = parse_prefix(v).with_context(ctx)?;
+            }
+            if let Some(v) = &t.dst {
+                addrs.dst = parse_prefix(v).with_context(ctx)?;
+            }
+            if addrs.src.0.is_ipv4() != addrs.dst.0.is_ipv4() {
+                bail!("tenant `{name}`: src and dst must both be IPv4 or both IPv6");
+            }
+            if let Some(v) = &t.sport {
+                addrs.sport = parse_ports(v).with_context(ctx)?;
+            }
+            if let Some(v) = &t.dport {
+                addrs.dport = parse_ports(v).with_context(ctx)?;
+            }
+            if let Some(v) = &t.proto {
+                addrs.proto = parse_proto(v).with_context(ctx)?;
+            }
             tenants.push(Tenant {
+                addrs,
                 name: name.clone(),
                 weight,
                 clients,
@@ -386,6 +481,13 @@ impl RawScenario {
             spin_ns: dur(self.spin, d.spin_ns)?,
             aggregate_ns: dur(self.aggregate, 0)?,
             tenants,
+            dummynet: match self.dummynet {
+                Some(p) => {
+                    let path = dir.join(&p);
+                    Some(DummynetFile::load(&path).with_context(|| format!("dummynet = \"{p}\""))?)
+                }
+                None => None,
+            },
         })
     }
 }
@@ -487,5 +589,48 @@ mod tests {
         assert!((t[2] - rest / 7.0).abs() < 1.0);
         s.rate_bps = 0;
         assert!(s.targets_bps().is_none());
+    }
+
+    #[test]
+    fn tenant_addresses_and_the_dummynet_file_resolve() {
+        let dir = std::env::temp_dir().join(format!("pspat-sc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("dn.ipfw"),
+            "sched 1 config type drr bw 1Mbit/s\nqueue 1 config sched 1\nadd queue 1\n",
+        )
+        .unwrap();
+        let origin = dir.join("s.toml");
+        let s = Scenario::from_toml(
+            "dummynet = \"dn.ipfw\"\n[[tenant]]\nsrc = \"2001:db8::/64\"\n\
+             dst = \"2001:db8:1::1\"\nsport = \"1-2\"\ndport = \"80\"\nproto = \"tcp\"\n",
+            origin.to_str().unwrap(),
+        )
+        .unwrap();
+        let d = s.dummynet.as_ref().unwrap();
+        assert_eq!(d.path, dir.join("dn.ipfw"), "relative to the scenario file");
+        assert_eq!(d.config.flowsets.len(), 1);
+        let a = &s.tenants[0].addrs;
+        assert_eq!(a.src, ("2001:db8::".parse().unwrap(), 64));
+        assert_eq!((a.sport, a.dport, a.proto), ((1, 2), (80, 80), 6));
+        let (cfg, _) = s.engine().unwrap();
+        assert!(cfg.dummynet.is_some() && cfg.flows.is_empty());
+        assert!(
+            s.targets_bps().is_none(),
+            "the configuration decides, not weights"
+        );
+        assert!(s.to_string().contains("dn.ipfw"));
+
+        let e = |t: &str| {
+            format!(
+                "{:#}",
+                Scenario::from_toml(t, origin.to_str().unwrap()).unwrap_err()
+            )
+        };
+        let m = e("[[tenant]]\nsrc = \"10.0.0.1\"\ndst = \"::1\"");
+        assert!(m.contains("both be IPv4 or both IPv6"), "{m}");
+        assert!(e("[[tenant]]\ndport = \"9-1\"").contains("empty"));
+        assert!(e("dummynet = \"missing.ipfw\"\n[[tenant]]").contains("missing.ipfw"));
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

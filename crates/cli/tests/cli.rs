@@ -519,3 +519,57 @@ fn bench_wfi_usage_errors() {
     usage_error(&["bench", "wfi", "-txq", "2000000"], "--txq '2000000'");
     usage_error(&["bench", "wfi", "--switch-on-empty", "-1"], "-1");
 }
+
+#[test]
+fn run_with_a_dummynet_configuration_follows_its_rules_masks_and_weights() {
+    let o = run(&[
+        "run",
+        "--config",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/run-dummynet.toml"
+        ),
+        "--duration",
+        "1s",
+        "--json",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert!(
+        v["scenario"]
+            .as_str()
+            .unwrap()
+            .contains("run-customers.ipfw"),
+        "{v}"
+    );
+    let t = v["tenants"].as_array().unwrap();
+    let rate = |i: usize| t[i]["rate_bps"].as_f64().unwrap();
+    // Two customer instances of 100 Mbit/s each (one instance would give 100 Mbit/s),
+    // never more than their links (a loaded machine may leave a little unused).
+    let bulk_and_voice = rate(0) + rate(1);
+    assert!(
+        bulk_and_voice > 160e6 && bulk_and_voice < 200e6 * 1.01,
+        "two 100 Mbit/s instances: {bulk_and_voice}"
+    );
+    // Voice offers 2 Mbit/s and, at weight 8 of 12 in its instance, gets all of it.
+    assert!((rate(1) / 2e6 - 1.0).abs() < 0.1, "voice {}", rate(1));
+    let lat = &t[1]["latency"];
+    assert!(lat["samples"].as_u64().unwrap() > 100, "{lat}");
+    // The barred network: nothing submitted, everything dropped by the rules.
+    assert_eq!(t[2]["submitted"].as_u64().unwrap(), 0, "{}", t[2]);
+    assert!(
+        t[2]["filtered_by_rules"]["denied"].as_u64().unwrap() > 100,
+        "{}",
+        t[2]
+    );
+
+    let o = run(&[
+        "run",
+        "--dummynet",
+        "/nonexistent/x.ipfw",
+        "--duration",
+        "0.1s",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("/nonexistent/x.ipfw"), "{}", o.stderr);
+}

@@ -186,6 +186,9 @@ pub struct SourceStats {
     pub backoffs: u64,
     /// Scheduler drops reported back through `submit` (backpressure).
     pub dropped_reported: u64,
+    /// Packets the client's classifier dropped (dummynet-style configurations; counted
+    /// by the engine too, per reason).
+    pub filtered: u64,
 }
 
 /// Anything a source can drive: the PSPAT client, or the lock-based baseline's client.
@@ -241,6 +244,10 @@ pub fn drive<C: Submit>(client: &mut C, spec: &TrafficSpec, stop: &AtomicBool) -
                             stats.dropped_reported += a.dropped_before;
                             break;
                         }
+                        Err(SubmitError::Filtered(_)) => {
+                            stats.filtered += 1;
+                            break;
+                        }
                         Err(SubmitError::MailboxFull) => {
                             stats.backoffs += 1;
                             client.pause(GREEDY_BACKOFF);
@@ -270,6 +277,7 @@ pub fn drive<C: Submit>(client: &mut C, spec: &TrafficSpec, stop: &AtomicBool) -
                             stats.dropped_reported += a.dropped_before;
                         }
                         Err(SubmitError::MailboxFull) => stats.refused += 1,
+                        Err(SubmitError::Filtered(_)) => stats.filtered += 1,
                         Err(_) => return stats,
                     }
                 }
