@@ -273,8 +273,16 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
     let cpu0 = crate::cpu::threads_cpu_s(&["pspat-"]);
     let mut prev = first.clone();
     let mut next_tick = start + interval;
+    let mut watch = sc.dummynet.as_ref().map(|d| Reloader::new(&d.path));
+    let mut reloads = Vec::new();
     while start.elapsed() < run_for && !interrupted.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(20).min(run_for.saturating_sub(start.elapsed())));
+        if let Some(r) = watch.as_mut().and_then(|w| w.poll(&engine)) {
+            if !a.json {
+                emit(&r.to_string())?;
+            }
+            reloads.push((start.elapsed().as_secs_f64(), r));
+        }
         if Instant::now() >= next_tick && !a.json {
             next_tick += interval;
             let now = engine.snapshot();
@@ -318,11 +326,81 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         elapsed,
         interrupted: interrupted.load(Ordering::Relaxed),
         cpu: &cpu,
+        reloads: &reloads,
     };
     if a.json {
         emit(&serde_json::to_string_pretty(&summary.json())?)
     } else {
         emit(&summary.text())
+    }
+}
+
+/// Watches the dummynet-style configuration file and applies it to the running engine
+/// when it changes (its modification time moves): rates, weights, rules and tables change
+/// without stopping the arbiter. A file that does not parse, or a change the engine cannot
+/// make live, is reported and the running configuration stays.
+struct Reloader {
+    path: std::path::PathBuf,
+    seen: Option<std::time::SystemTime>,
+    next_check: Instant,
+}
+
+/// One reload.
+struct Reload {
+    path: std::path::PathBuf,
+    error: Option<String>,
+}
+
+impl std::fmt::Display for Reload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.error {
+            None => write!(f, "reloaded {}: applied", self.path.display()),
+            Some(e) => write!(
+                f,
+                "reload of {} refused, the running configuration stays: {e}",
+                self.path.display()
+            ),
+        }
+    }
+}
+
+impl Reloader {
+    const EVERY: Duration = Duration::from_millis(200);
+
+    fn new(path: &std::path::Path) -> Self {
+        Reloader {
+            path: path.to_path_buf(),
+            seen: Self::mtime(path),
+            next_check: Instant::now() + Self::EVERY,
+        }
+    }
+
+    fn mtime(path: &std::path::Path) -> Option<std::time::SystemTime> {
+        std::fs::metadata(path).and_then(|m| m.modified()).ok()
+    }
+
+    /// Checks the file (at most every 200 ms); applies it if it changed.
+    fn poll(&mut self, engine: &Engine) -> Option<Reload> {
+        if Instant::now() < self.next_check {
+            return None;
+        }
+        self.next_check = Instant::now() + Self::EVERY;
+        let m = Self::mtime(&self.path);
+        if m.is_none() || m == self.seen {
+            return None;
+        }
+        self.seen = m;
+        let error = match pspat_config::parse_file(&self.path) {
+            Err(e) => Some(e.to_string()),
+            Ok(c) => engine
+                .reconfigure(pspat_engine::Change::Config(Arc::new(c)))
+                .err()
+                .map(|e| e.to_string()),
+        };
+        Some(Reload {
+            path: self.path.clone(),
+            error,
+        })
     }
 }
 
@@ -337,6 +415,8 @@ struct Summary<'a> {
     interrupted: bool,
     /// Fraction of a CPU each engine thread used over the run.
     cpu: &'a [(String, f64)],
+    /// Reloads of the dummynet-style configuration: when (s) and how it went.
+    reloads: &'a [(f64, Reload)],
 }
 
 impl Summary<'_> {
@@ -422,6 +502,11 @@ impl Summary<'_> {
             "tenants": tenants,
             "cpu": self.cpu.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
             "errors": self.errors(),
+            "reloads": self.reloads.iter().map(|(t, r)| serde_json::json!({
+                "at_s": t,
+                "ok": r.error.is_none(),
+                "error": r.error,
+            })).collect::<Vec<_>>(),
         })
     }
 

@@ -573,3 +573,60 @@ fn run_with_a_dummynet_configuration_follows_its_rules_masks_and_weights() {
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("/nonexistent/x.ipfw"), "{}", o.stderr);
 }
+
+#[test]
+fn run_reloads_the_dummynet_configuration_when_it_changes() {
+    let dir = std::env::temp_dir().join(format!("pspat-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dn = dir.join("dn.ipfw");
+    let config = |w: u32| {
+        format!(
+            "sched 1 config type drr bw 50Mbit/s\nqueue 1 config sched 1 weight {w}\n\
+             queue 2 config sched 1 weight 1\n\
+             add queue 1 src-ip 10.0.1.0/24\nadd queue 2 src-ip 10.0.2.0/24\n"
+        )
+    };
+    std::fs::write(&dn, config(1)).unwrap();
+    let sc = dir.join("s.toml");
+    std::fs::write(
+        &sc,
+        "backend = \"null\"\n[[tenant]]\nsrc = \"10.0.1.0/24\"\n\
+         [[tenant]]\nsrc = \"10.0.2.0/24\"\n",
+    )
+    .unwrap();
+    let mut child = pspat();
+    child
+        .args(["run", "--config", sc.to_str().unwrap(), "--dummynet"])
+        .arg(&dn)
+        .args(["--duration", "2.5s", "--json"])
+        .timeout(std::time::Duration::from_secs(30));
+    let writer = {
+        let dn = dn.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(800));
+            std::fs::write(&dn, config(3)).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(800));
+            // A typo: refused with its position, the running configuration stays.
+            std::fs::write(&dn, "sched 1 config type drr bw 50Mbit/z\n").unwrap();
+        })
+    };
+    let out = child.output().unwrap();
+    writer.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reloads = v["reloads"].as_array().unwrap();
+    assert_eq!(reloads.len(), 2, "{v}");
+    assert_eq!(reloads[0]["ok"], true, "{}", reloads[0]);
+    assert_eq!(reloads[1]["ok"], false);
+    let e = reloads[1]["error"].as_str().unwrap();
+    assert!(e.contains("dn.ipfw:1:") && e.contains("50Mbit/z"), "{e}");
+    // Both tenants kept sending through the refused reload.
+    for t in v["tenants"].as_array().unwrap() {
+        assert!(t["rate_bps"].as_f64().unwrap() > 1e6, "{t}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
