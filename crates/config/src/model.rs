@@ -96,10 +96,12 @@ pub const DEFAULT_IDLE_NS: u64 = 10_000_000_000;
 pub struct SchedSpec {
     /// Its number, `1..=65535`.
     pub id: u32,
-    /// Algorithm, by pspat registry name (`qfq+`, `drr`, `wf2q+`, ...), as written by the
-    /// user (resolution checks it exists).
+    /// Algorithm, by pspat registry name (`qfq+`, `drr`, `wf2q+`, ...). A front end stores
+    /// it as written (`QFQ`, `wf2qp`); resolution checks it exists and replaces it with the
+    /// registry's canonical name, so that equal setups give equal models.
     pub algorithm: String,
-    /// Algorithm parameters, in registry order as written (`m=8`, `quantum=1500`).
+    /// Algorithm parameters (`m=8`, `quantum=1500`); after resolution, in the order the
+    /// registry lists the algorithm's parameters, each at most once.
     pub params: Vec<(String, String)>,
     /// Link bandwidth in bits per second; 0 = unlimited.
     pub bandwidth_bps: u64,
