@@ -2,7 +2,9 @@
 //!
 //! - [`model`]: schedulers, flowsets, pipes, rules and tables as plain data.
 //! - [`error`]: what a refused configuration reports.
+//! - [`classify`]: the packet classifier built from a model.
 
+pub mod classify;
 pub mod error;
 pub mod model;
 
