@@ -3,6 +3,7 @@
 //!
 //! - [`model`]: schedulers, flowsets, pipes, rules and tables as plain data.
 //! - [`error`]: what a refused configuration reports.
+//! - [`classify`]: the packet classifier built from a model.
 //! - [`units`]: bandwidths, sizes and durations as ipfw writes them.
 //! - [`ipfw`]: the ipfw/dnctl command syntax (`sched 4 config type qfq bw 4Mbit/s`), read
 //!   and printed (the `Display` of [`Config`]).
@@ -25,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod classify;
 pub mod error;
 pub mod ipfw;
 pub mod model;

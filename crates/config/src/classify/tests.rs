@@ -1,0 +1,899 @@
+//! Rule semantics, the compiled plan, and masks through stage 2.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::packet::build::{eth, tcp4, udp4, udp6};
+use super::*;
+use crate::model::*;
+
+pub(crate) fn sched(id: u32, alg: &str, mask: FlowMask) -> SchedSpec {
+    SchedSpec {
+        id,
+        algorithm: alg.to_string(),
+        params: Vec::new(),
+        bandwidth_bps: 4_000_000,
+        mask,
+        max_instances: DEFAULT_MAX_INSTANCES,
+        idle_ns: DEFAULT_IDLE_NS,
+    }
+}
+
+pub(crate) fn flowset(id: u32, sched: u32, weight: u32, mask: FlowMask) -> FlowsetSpec {
+    FlowsetSpec {
+        id,
+        sched,
+        weight,
+        max_len: 1500,
+        limit: QueueLimit::default(),
+        mask,
+        max_queues: DEFAULT_MAX_QUEUES,
+        idle_ns: DEFAULT_IDLE_NS,
+    }
+}
+
+pub(crate) fn v4(a: u32, len: u8) -> Prefix {
+    Prefix {
+        addr: IpAddr::V4(Ipv4Addr::from(a)),
+        len,
+    }
+}
+
+fn v6(a: u128, len: u8) -> Prefix {
+    Prefix {
+        addr: IpAddr::V6(Ipv6Addr::from(a)),
+        len,
+    }
+}
+
+pub(crate) fn rule(number: u32, action: Action, matcher: Match) -> Rule {
+    Rule {
+        number,
+        action,
+        matcher,
+    }
+}
+
+fn config(flowsets: &[FlowsetSpec], rules: Vec<Rule>) -> Config {
+    let mut c = Config::default();
+    c.schedulers.insert(1, sched(1, "qfq", FlowMask::default()));
+    for f in flowsets {
+        c.flowsets.insert(f.id, f.clone());
+    }
+    c.rules = rules;
+    c
+}
+
+fn class_of(c: &Classifier, fs: u32) -> u32 {
+    c.class_of(ClassOrigin::Flowset(fs)).unwrap()
+}
+
+fn scheduled(v: Verdict) -> u32 {
+    match v {
+        Verdict::Schedule { class, .. } => class,
+        v => panic!("not scheduled: {v:?}"),
+    }
+}
+
+const OUT: Direction = Direction::Out;
+const IN: Direction = Direction::In;
+
+#[test]
+fn direction_proto_and_ports() {
+    let fs = [
+        flowset(1, 1, 1, FlowMask::default()),
+        flowset(2, 1, 1, FlowMask::default()),
+        flowset(3, 1, 1, FlowMask::default()),
+    ];
+    let c = config(
+        &fs,
+        vec![
+            rule(
+                10,
+                Action::Queue(Target::Id(1)),
+                Match {
+                    direction: Some(Direction::In),
+                    ..Match::default()
+                },
+            ),
+            rule(
+                20,
+                Action::Queue(Target::Id(2)),
+                Match {
+                    proto: Some(17),
+                    dst_ports: vec![
+                        PortRange { lo: 53, hi: 53 },
+                        PortRange { lo: 5000, hi: 5999 },
+                    ],
+                    ..Match::default()
+                },
+            ),
+            rule(
+                30,
+                Action::Queue(Target::Id(3)),
+                Match {
+                    src_ports: vec![PortRange {
+                        lo: 1024,
+                        hi: 65535,
+                    }],
+                    ..Match::default()
+                },
+            ),
+        ],
+    );
+    let k = Classifier::new(&c).unwrap();
+    let (c1, c2, c3) = (class_of(&k, 1), class_of(&k, 2), class_of(&k, 3));
+    assert_eq!(scheduled(k.classify_frame(&udp4(1, 2, 80, 53), IN)), c1);
+    assert_eq!(scheduled(k.classify_frame(&udp4(1, 2, 80, 53), OUT)), c2);
+    assert_eq!(scheduled(k.classify_frame(&udp4(1, 2, 80, 5000), OUT)), c2);
+    assert_eq!(scheduled(k.classify_frame(&udp4(1, 2, 80, 5999), OUT)), c2);
+    // Port 6000 is outside both ranges; TCP to port 53 fails the protocol condition.
+    assert_eq!(
+        scheduled(k.classify_frame(&udp4(1, 2, 1024, 6000), OUT)),
+        c3
+    );
+    assert_eq!(scheduled(k.classify_frame(&tcp4(1, 2, 2000, 53), OUT)), c3);
+    // Nothing matches: default deny.
+    assert_eq!(
+        k.classify_frame(&tcp4(1, 2, 1023, 53), OUT),
+        Verdict::Drop(DropCause::NoRuleMatched)
+    );
+}
+
+#[test]
+fn prefixes_per_family() {
+    let fs = [
+        flowset(1, 1, 1, FlowMask::default()),
+        flowset(2, 1, 1, FlowMask::default()),
+    ];
+    let c = config(
+        &fs,
+        vec![
+            rule(
+                10,
+                Action::Queue(Target::Id(1)),
+                Match {
+                    src: AddrMatch::Prefixes(vec![v4(0x0a00_0000, 8), v6(0x2001_0db8 << 96, 32)]),
+                    ..Match::default()
+                },
+            ),
+            rule(
+                20,
+                Action::Queue(Target::Id(2)),
+                Match {
+                    dst: AddrMatch::Prefixes(vec![v4(0xc0a8_0101, 32)]),
+                    ..Match::default()
+                },
+            ),
+        ],
+    );
+    let k = Classifier::new(&c).unwrap();
+    let (c1, c2) = (class_of(&k, 1), class_of(&k, 2));
+    assert_eq!(
+        scheduled(k.classify_frame(&udp4(0x0aff_0001, 9, 1, 1), OUT)),
+        c1
+    );
+    assert_eq!(
+        k.classify_frame(&udp4(0x0b00_0001, 9, 1, 1), OUT),
+        Verdict::Drop(DropCause::NoRuleMatched)
+    );
+    assert_eq!(
+        scheduled(k.classify_frame(&udp4(0x0b00_0001, 0xc0a8_0101, 1, 1), OUT)),
+        c2
+    );
+    assert_eq!(
+        k.classify_frame(&udp4(0x0b00_0001, 0xc0a8_0102, 1, 1), OUT),
+        Verdict::Drop(DropCause::NoRuleMatched)
+    );
+    let a6 = 0x2001_0db8_0000_0000_0000_0000_0000_0005u128;
+    assert_eq!(scheduled(k.classify_frame(&udp6(a6, 1, 1, 1), OUT)), c1);
+    // An IPv6 address whose low 32 bits are in 10/8 must not match the IPv4 prefix, nor
+    // an IPv6 destination whose low bits equal 192.168.1.1.
+    assert_eq!(
+        k.classify_frame(&udp6(0x0a00_0001, 0xc0a8_0101, 1, 1), OUT),
+        Verdict::Drop(DropCause::NoRuleMatched)
+    );
+}
+
+/// The slides' "Advanced configurations" example.
+fn slides_config() -> Config {
+    let mut c = Config::default();
+    c.schedulers.insert(3, sched(3, "qfq", FlowMask::default()));
+    c.schedulers.insert(4, sched(4, "qfq", FlowMask::default()));
+    let per_ip = FlowMask {
+        src_ip: 0xff,
+        ..FlowMask::default()
+    };
+    let per_net = FlowMask {
+        src_ip: 0xf00,
+        ..FlowMask::default()
+    };
+    for f in [
+        flowset(20, 3, 5, per_ip),
+        flowset(21, 3, 20, FlowMask::default()),
+        flowset(25, 4, 1, per_net),
+    ] {
+        c.flowsets.insert(f.id, f);
+    }
+    c.tables.insert(
+        1,
+        Table {
+            id: 1,
+            entries: vec![
+                (v4(0x0102_0000, 20), 25),
+                (v4(0x0102_0300, 24), 20),
+                (v4(0x0102_0308, 32), 21),
+                (v4(0x0105_0000, 16), 99), // names no flowset
+            ],
+        },
+    );
+    c.rules = vec![rule(
+        100,
+        Action::Queue(Target::Tablearg),
+        Match {
+            direction: Some(Direction::Out),
+            src: AddrMatch::Table(1),
+            ..Match::default()
+        },
+    )];
+    c
+}
+
+#[test]
+fn table_and_tablearg() {
+    let k = Classifier::new(&slides_config()).unwrap();
+    let (c20, c21, c25) = (class_of(&k, 20), class_of(&k, 21), class_of(&k, 25));
+    assert_eq!(
+        scheduled(k.classify_frame(&udp4(0x0102_0301, 9, 1, 1), OUT)),
+        c20
+    );
+    assert_eq!(
+        scheduled(k.classify_frame(&udp4(0x0102_0308, 9, 1, 1), OUT)),
+        c21
+    );
+    assert_eq!(
+        scheduled(k.classify_frame(&udp4(0x0102_0400, 9, 1, 1), OUT)),
+        c25
+    );
+    assert_eq!(
+        k.classify_frame(&udp4(0x0105_0001, 9, 1, 1), OUT),
+        Verdict::Drop(DropCause::TableargUnknown {
+            rule: 100,
+            value: 99
+        })
+    );
+    assert_eq!(
+        k.classify_frame(&udp4(0x0102_1000, 9, 1, 1), OUT),
+        Verdict::Drop(DropCause::NoRuleMatched)
+    );
+    assert_eq!(
+        k.classify_frame(&udp4(0x0102_0301, 9, 1, 1), IN),
+        Verdict::Drop(DropCause::NoRuleMatched)
+    );
+    // The plan: flowsets 20 and 21 on scheduler 3, 25 on scheduler 4.
+    let s3 = k.sched_of(SchedOrigin::Sched(3)).unwrap();
+    let s4 = k.sched_of(SchedOrigin::Sched(4)).unwrap();
+    assert_eq!(k.classes()[c20 as usize].sched, s3);
+    assert_eq!(k.classes()[c21 as usize].weight, 20);
+    assert_eq!(k.classes()[c25 as usize].sched, s4);
+    assert_eq!(k.classes_of_sched(s3).collect::<Vec<_>>(), vec![c20, c21]);
+}
+
+#[test]
+fn tablearg_from_the_destination_table_and_as_pipe() {
+    let mut c = Config::default();
+    c.pipes.insert(
+        7,
+        PipeSpec {
+            id: 7,
+            bandwidth_bps: 1_000_000,
+            limit: QueueLimit::Bytes(100_000),
+            mask: FlowMask {
+                dst_ip: u32::MAX,
+                ..FlowMask::default()
+            },
+            max_instances: 16,
+            idle_ns: 5,
+        },
+    );
+    c.tables.insert(
+        1,
+        Table {
+            id: 1,
+            entries: vec![(v4(0, 0), 1)],
+        },
+    );
+    c.tables.insert(
+        2,
+        Table {
+            id: 2,
+            entries: vec![(v4(0x0a00_0000, 8), 7)],
+        },
+    );
+    c.rules = vec![rule(
+        5,
+        Action::Pipe(Target::Tablearg),
+        Match {
+            src: AddrMatch::Table(1),
+            dst: AddrMatch::Table(2),
+            ..Match::default()
+        },
+    )];
+    let k = Classifier::new(&c).unwrap();
+    let p7 = k.class_of(ClassOrigin::Pipe(7)).unwrap();
+    assert_eq!(
+        scheduled(k.classify_frame(&udp4(1, 0x0a00_0001, 1, 1), OUT)),
+        p7
+    );
+    // Pipe 7 is a fifo scheduler with the pipe's parameters and one class of its own.
+    let class = &k.classes()[p7 as usize];
+    let s = &k.scheds()[class.sched as usize];
+    assert_eq!(s.origin, SchedOrigin::Pipe(7));
+    assert_eq!(s.algorithm, "fifo");
+    assert_eq!(
+        (s.bandwidth_bps, s.max_instances, s.idle_ns),
+        (1_000_000, 16, 5)
+    );
+    assert_eq!(s.mask.dst_ip, u32::MAX);
+    assert_eq!(class.limit, QueueLimit::Bytes(100_000));
+    assert!(class.mask.is_empty());
+}
+
+#[test]
+fn allow_deny_default_and_order() {
+    let fs = [
+        flowset(1, 1, 1, FlowMask::default()),
+        flowset(2, 1, 1, FlowMask::default()),
+    ];
+    let udp = Match {
+        proto: Some(17),
+        ..Match::default()
+    };
+    let mut c = config(
+        &fs,
+        vec![
+            rule(
+                10,
+                Action::Deny,
+                Match {
+                    dst_ports: vec![PortRange { lo: 25, hi: 25 }],
+                    ..Match::default()
+                },
+            ),
+            // Equal numbers: the first written wins.
+            rule(20, Action::Queue(Target::Id(2)), udp.clone()),
+            rule(20, Action::Queue(Target::Id(1)), udp.clone()),
+            rule(
+                30,
+                Action::Allow,
+                Match {
+                    proto: Some(6),
+                    ..Match::default()
+                },
+            ),
+        ],
+    );
+    c.default_action = Action::Queue(Target::Id(1));
+    let k = Classifier::new(&c).unwrap();
+    assert_eq!(
+        k.classify_frame(&udp4(1, 2, 3, 25), OUT),
+        Verdict::Drop(DropCause::DeniedByRule(10))
+    );
+    let f = udp4(1, 2, 3, 4);
+    assert_eq!(
+        k.classify_frame(&f, OUT),
+        Verdict::Schedule {
+            class: class_of(&k, 2),
+            key: FlowKey::v4(1, 2, 3, 4, 17)
+        }
+    );
+    assert_eq!(k.classify_frame(&tcp4(1, 2, 3, 4), OUT), Verdict::Allow);
+    // ICMP falls to the default action, which carries the packet's key.
+    let mut icmp = eth(&[], 0x0800);
+    icmp.extend(super::packet::build::ipv4(1, 2, 1, 0, &[], &[8, 0, 0, 0]));
+    assert_eq!(
+        k.classify_frame(&icmp, IN),
+        Verdict::Schedule {
+            class: class_of(&k, 1),
+            key: FlowKey::v4(1, 2, 0, 0, 1)
+        }
+    );
+    c.default_action = Action::Allow;
+    let k = Classifier::new(&c).unwrap();
+    assert_eq!(k.classify_frame(&icmp, IN), Verdict::Allow);
+}
+
+#[test]
+fn non_ip_and_malformed_frames() {
+    let fs = [
+        flowset(1, 1, 1, FlowMask::default()),
+        flowset(2, 1, 1, FlowMask::default()),
+    ];
+    let c = config(
+        &fs,
+        vec![
+            rule(
+                10,
+                Action::Queue(Target::Id(1)),
+                Match {
+                    proto: Some(17),
+                    ..Match::default()
+                },
+            ),
+            rule(
+                20,
+                Action::Queue(Target::Id(2)),
+                Match {
+                    direction: Some(Direction::Out),
+                    ..Match::default()
+                },
+            ),
+        ],
+    );
+    let k = Classifier::new(&c).unwrap();
+    let mut arp = eth(&[], 0x0806);
+    arp.extend_from_slice(&[0; 28]);
+    // Rule 10 has a protocol condition: skipped; rule 20 matches `out` only.
+    assert_eq!(
+        k.classify_frame(&arp, OUT),
+        Verdict::Schedule {
+            class: class_of(&k, 2),
+            key: FlowKey::default()
+        }
+    );
+    assert_eq!(
+        k.classify_frame(&arp, IN),
+        Verdict::Drop(DropCause::NoRuleMatched)
+    );
+    assert_eq!(
+        k.classify_frame(&arp[..10], OUT),
+        Verdict::Drop(DropCause::Malformed(ParseError::Truncated(Layer::Ethernet)))
+    );
+}
+
+#[test]
+fn dangling_references_are_errors() {
+    let fs = [flowset(1, 9, 1, FlowMask::default())];
+    let e = Classifier::new(&config(&fs, vec![])).unwrap_err();
+    assert!(e.to_string().contains("queue 1: sched 9"), "{e}");
+    let fs = [flowset(1, 1, 1, FlowMask::default())];
+    let cases = [
+        (
+            Action::Queue(Target::Id(2)),
+            Match::default(),
+            "rule 5: queue 2",
+        ),
+        (
+            Action::Pipe(Target::Id(1)),
+            Match::default(),
+            "rule 5: pipe 1",
+        ),
+        (
+            Action::Queue(Target::Tablearg),
+            Match::default(),
+            "rule 5: tablearg",
+        ),
+        (
+            Action::Allow,
+            Match {
+                dst: AddrMatch::Table(3),
+                ..Match::default()
+            },
+            "rule 5: table 3",
+        ),
+    ];
+    for (a, m, want) in cases {
+        let e = Classifier::new(&config(&fs, vec![rule(5, a, m)])).unwrap_err();
+        assert!(e.to_string().contains(want), "{e} lacks {want}");
+    }
+    let mut c = config(&fs, vec![]);
+    c.default_action = Action::Queue(Target::Id(4));
+    let e = Classifier::new(&c).unwrap_err();
+    assert!(e.to_string().contains("default action: queue 4"), "{e}");
+}
+
+/// Stage 2 as the engine runs it: instance per scheduler-masked key, queue per
+/// (instance, flow-masked key).
+struct Stage2 {
+    instances: Vec<KeyMap<FlowKey>>,
+    queues: Vec<KeyMap<(u32, FlowKey)>>,
+}
+
+impl Stage2 {
+    fn new(k: &Classifier) -> Self {
+        Stage2 {
+            instances: k
+                .scheds()
+                .iter()
+                .map(|s| KeyMap::new(s.max_instances))
+                .collect(),
+            queues: k
+                .classes()
+                .iter()
+                .map(|c| KeyMap::new(c.max_queues * k.scheds()[c.sched as usize].max_instances))
+                .collect(),
+        }
+    }
+
+    fn place(&mut self, k: &Classifier, class: u32, key: &FlowKey) -> Result<(u32, u32), Full> {
+        let c = &k.classes()[class as usize];
+        let s = &k.scheds()[c.sched as usize];
+        let ik = key.masked(&s.mask);
+        let (inst, _) = self.instances[c.sched as usize].get_or_insert(ik, ik.hash64(), 0)?;
+        let qk = (inst, key.masked(&c.mask));
+        let h = qk.1.hash64() ^ u64::from(inst).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let (q, _) = self.queues[class as usize].get_or_insert(qk, h, 0)?;
+        Ok((inst, q))
+    }
+}
+
+#[test]
+fn flow_mask_dst_ip_0xff_gives_256_queues_per_slash_24() {
+    // ipfw queue 2 config weight 1 sched 5 mask dst-ip 0xff
+    let fs = [flowset(
+        2,
+        1,
+        1,
+        FlowMask {
+            dst_ip: 0xff,
+            ..FlowMask::default()
+        },
+    )];
+    let c = config(
+        &fs,
+        vec![rule(1, Action::Queue(Target::Id(2)), Match::default())],
+    );
+    let k = Classifier::new(&c).unwrap();
+    let mut s2 = Stage2::new(&k);
+    let mut queues = HashSet::new();
+    let mut instances = HashSet::new();
+    // Every destination of 10.0.0.0/24, twice, from varying sources and ports.
+    for round in 0..2u32 {
+        for d in 0..256u32 {
+            let f = udp4(round * 7 + d, 0x0a00_0000 | d, d as u16, 9);
+            let Verdict::Schedule { class, key } = k.classify_frame(&f, OUT) else {
+                panic!()
+            };
+            let (i, q) = s2.place(&k, class, &key).unwrap();
+            instances.insert(i);
+            queues.insert(q);
+        }
+    }
+    assert_eq!(instances.len(), 1);
+    assert_eq!(queues.len(), 256);
+    assert_eq!(s2.queues[0].len(), 256);
+}
+
+#[test]
+fn sched_mask_src_ip_0xff_gives_independent_instances() {
+    // ipfw sched 5 config type QFQ bw 4Mbit/s mask src-ip 0xff; one queue per instance.
+    let mut c = Config::default();
+    c.schedulers.insert(
+        5,
+        sched(
+            5,
+            "qfq",
+            FlowMask {
+                src_ip: 0xff,
+                ..FlowMask::default()
+            },
+        ),
+    );
+    c.flowsets.insert(1, flowset(1, 5, 1, FlowMask::default()));
+    c.rules = vec![rule(1, Action::Queue(Target::Id(1)), Match::default())];
+    let k = Classifier::new(&c).unwrap();
+    let mut s2 = Stage2::new(&k);
+    let mut by_src = BTreeMap::new();
+    for s in [1u32, 2, 3, 0x0100_0001, 0x0200_0002] {
+        let Verdict::Schedule { class, key } = k.classify_frame(&udp4(s, 9, 1, 1), OUT) else {
+            panic!()
+        };
+        by_src.insert(s, s2.place(&k, class, &key).unwrap());
+    }
+    // Sources differing in the last byte get different instances; x.x.x.1 shares with
+    // 1.0.0.1 (same masked value). Each instance has its own queue of the flowset.
+    assert_ne!(by_src[&1].0, by_src[&2].0);
+    assert_ne!(by_src[&2].0, by_src[&3].0);
+    assert_eq!(by_src[&1], by_src[&0x0100_0001]);
+    assert_eq!(by_src[&2], by_src[&0x0200_0002]);
+    assert_eq!(s2.instances[0].len(), 3);
+    assert_eq!(s2.queues[0].len(), 3);
+}
+
+#[test]
+fn queue_and_instance_limits_are_full() {
+    let mut c = Config::default();
+    let mut s = sched(
+        1,
+        "drr",
+        FlowMask {
+            src_ip: 0xff,
+            ..FlowMask::default()
+        },
+    );
+    s.max_instances = 2;
+    c.schedulers.insert(1, s);
+    let mut f = flowset(
+        1,
+        1,
+        1,
+        FlowMask {
+            dst_port: 0xffff,
+            ..FlowMask::default()
+        },
+    );
+    f.max_queues = 3;
+    c.flowsets.insert(1, f);
+    c.rules = vec![rule(1, Action::Queue(Target::Id(1)), Match::default())];
+    let k = Classifier::new(&c).unwrap();
+    let mut s2 = Stage2::new(&k);
+    let place = |s2: &mut Stage2, src, port| {
+        let Verdict::Schedule { class, key } = k.classify_frame(&udp4(src, 9, 1, port), OUT) else {
+            panic!()
+        };
+        s2.place(&k, class, &key)
+    };
+    for port in 1..=3 {
+        place(&mut s2, 1, port).unwrap();
+        place(&mut s2, 2, port).unwrap();
+    }
+    // A third instance is refused, and so is... (this map bounds queues over all instances:
+    // max_queues * max_instances = 6, all used).
+    assert_eq!(place(&mut s2, 3, 1), Err(Full));
+    assert_eq!(place(&mut s2, 1, 4), Err(Full));
+    // Known keys still place.
+    assert!(place(&mut s2, 2, 3).is_ok());
+}
+
+#[test]
+fn classifier_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Classifier>();
+}
+
+mod reference {
+    //! Rules evaluated straight from the model, as an oracle for the compiled classifier.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    fn in_prefix(p: &Prefix, key: &FlowKey, addr: u128) -> bool {
+        match p.addr {
+            IpAddr::V4(n) if !key.v6 => {
+                p.len == 0 || (u32::from(n) ^ addr as u32) >> (32 - u32::from(p.len)) == 0
+            }
+            IpAddr::V6(n) if key.v6 => {
+                p.len == 0 || (u128::from(n) ^ addr) >> (128 - u32::from(p.len)) == 0
+            }
+            _ => false,
+        }
+    }
+
+    /// Longest-prefix value by scanning the table.
+    fn table_value(t: &Table, key: &FlowKey, addr: u128) -> Option<u32> {
+        t.entries
+            .iter()
+            .filter(|(p, _)| in_prefix(p, key, addr))
+            .max_by_key(|(p, _)| p.len)
+            .map(|e| e.1)
+    }
+
+    /// `None`: no match; `Some(tablearg)`.
+    fn addr_ok(
+        c: &Config,
+        m: &AddrMatch,
+        key: &FlowKey,
+        addr: u128,
+        targ: Option<u32>,
+    ) -> Option<Option<u32>> {
+        match m {
+            AddrMatch::Any => Some(targ),
+            AddrMatch::Prefixes(ps) => ps.iter().any(|p| in_prefix(p, key, addr)).then_some(targ),
+            AddrMatch::Table(t) => table_value(&c.tables[t], key, addr).map(Some),
+        }
+    }
+
+    fn ports_ok(rs: &[PortRange], p: u16) -> bool {
+        rs.is_empty() || rs.iter().any(|r| r.lo <= p && p <= r.hi)
+    }
+
+    fn target(c: &Config, k: &Classifier, a: Action, targ: Option<u32>, rule: u32) -> Verdict {
+        let (origin, id) = match a {
+            Action::Allow => return Verdict::Allow,
+            Action::Deny => return Verdict::Drop(DropCause::DeniedByRule(rule)),
+            Action::Queue(Target::Id(id)) => (ClassOrigin::Flowset(id), id),
+            Action::Pipe(Target::Id(id)) => (ClassOrigin::Pipe(id), id),
+            Action::Queue(Target::Tablearg) => (ClassOrigin::Flowset(targ.unwrap()), targ.unwrap()),
+            Action::Pipe(Target::Tablearg) => (ClassOrigin::Pipe(targ.unwrap()), targ.unwrap()),
+        };
+        let _ = c;
+        match k.class_of(origin) {
+            Some(class) => Verdict::Schedule {
+                class,
+                key: FlowKey::default(),
+            },
+            None => Verdict::Drop(DropCause::TableargUnknown { rule, value: id }),
+        }
+    }
+
+    pub fn classify(c: &Config, k: &Classifier, key: &FlowKey, dir: Direction) -> Verdict {
+        for r in &c.rules {
+            let m = &r.matcher;
+            if m.direction.is_some_and(|d| d != dir)
+                || m.proto.is_some_and(|p| p != key.proto)
+                || !ports_ok(&m.src_ports, key.src_port)
+                || !ports_ok(&m.dst_ports, key.dst_port)
+            {
+                continue;
+            }
+            let Some(targ) = addr_ok(c, &m.src, key, key.src, None) else {
+                continue;
+            };
+            let Some(targ) = addr_ok(c, &m.dst, key, key.dst, targ) else {
+                continue;
+            };
+            return with_key(target(c, k, r.action, targ, r.number), key);
+        }
+        match c.default_action {
+            Action::Deny => Verdict::Drop(DropCause::NoRuleMatched),
+            a => with_key(target(c, k, a, None, 0), key),
+        }
+    }
+
+    fn with_key(v: Verdict, key: &FlowKey) -> Verdict {
+        match v {
+            Verdict::Schedule { class, .. } => Verdict::Schedule { class, key: *key },
+            v => v,
+        }
+    }
+
+    // Small domains so that conditions hit often.
+    const PROTOS: [u8; 4] = [1, 6, 17, 132];
+    const NETS: [u32; 3] = [0x0a00_0000, 0x0a01_0000, 0xc0a8_0000];
+
+    fn addr4() -> impl Strategy<Value = u32> {
+        (0usize..3, 0u32..0x2_0000).prop_map(|(n, low)| NETS[n] | (low & 0x1_ffff))
+    }
+
+    fn prefix() -> impl Strategy<Value = Prefix> {
+        prop_oneof![
+            (addr4(), 8u8..=32).prop_map(|(a, len)| v4(a & (u32::MAX << (32 - len)), len)),
+            (0u128..4, 0u8..=128)
+                .prop_map(|(a, len)| v6(a << 126 >> len.min(127) << len.min(127), len)),
+        ]
+    }
+
+    fn addr_match() -> impl Strategy<Value = AddrMatch> {
+        prop_oneof![
+            3 => Just(AddrMatch::Any),
+            2 => prop::collection::vec(prefix(), 1..3).prop_map(AddrMatch::Prefixes),
+            2 => (1u32..3).prop_map(AddrMatch::Table),
+        ]
+    }
+
+    fn ports() -> impl Strategy<Value = Vec<PortRange>> {
+        prop::collection::vec(
+            (0u16..8, 0u16..4).prop_map(|(lo, w)| PortRange { lo, hi: lo + w }),
+            0..3,
+        )
+    }
+
+    fn rule_strategy() -> impl Strategy<Value = Rule> {
+        let action = prop_oneof![
+            (1u32..4).prop_map(|i| Action::Queue(Target::Id(i))),
+            Just(Action::Pipe(Target::Id(7))),
+            Just(Action::Queue(Target::Tablearg)),
+            Just(Action::Pipe(Target::Tablearg)),
+            Just(Action::Allow),
+            Just(Action::Deny),
+        ];
+        let dir = prop_oneof![
+            Just(None),
+            Just(Some(Direction::In)),
+            Just(Some(Direction::Out))
+        ];
+        let proto = prop_oneof![Just(None), (0usize..4).prop_map(|i| Some(PROTOS[i]))];
+        (
+            1u32..100,
+            action,
+            dir,
+            proto,
+            addr_match(),
+            addr_match(),
+            ports(),
+            ports(),
+        )
+            .prop_map(
+                |(number, action, direction, proto, src, dst, src_ports, dst_ports)| {
+                    let mut m = Match {
+                        direction,
+                        proto,
+                        src,
+                        dst,
+                        src_ports,
+                        dst_ports,
+                    };
+                    // tablearg needs a table condition.
+                    if matches!(
+                        action,
+                        Action::Queue(Target::Tablearg) | Action::Pipe(Target::Tablearg)
+                    ) && !matches!(m.src, AddrMatch::Table(_))
+                        && !matches!(m.dst, AddrMatch::Table(_))
+                    {
+                        m.src = AddrMatch::Table(1);
+                    }
+                    rule(number, action, m)
+                },
+            )
+    }
+
+    fn table(id: u32) -> impl Strategy<Value = Table> {
+        // Values 1..=3 name flowsets, 7 a pipe (for `pipe tablearg`), 9 nothing.
+        let value = prop_oneof![1u32..4, Just(7u32), Just(9u32)];
+        prop::collection::vec((prefix(), value), 0..6).prop_map(move |mut e| {
+            e.sort_by_key(|x| x.0);
+            e.dedup_by_key(|x| x.0);
+            Table { id, entries: e }
+        })
+    }
+
+    fn key() -> impl Strategy<Value = FlowKey> {
+        (
+            any::<bool>(),
+            addr4(),
+            addr4(),
+            0u128..4,
+            0u16..10,
+            0u16..10,
+            0usize..5,
+        )
+            .prop_map(|(v6, s, d, s6, sp, dp, p)| {
+                let proto = if p == 4 { 50 } else { PROTOS[p] };
+                if v6 {
+                    FlowKey::v6(s6 << 126 | u128::from(s), u128::from(d), sp, dp, proto)
+                } else {
+                    FlowKey::v4(s, d, sp, dp, proto)
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn compiled_rules_agree_with_the_model(
+            mut rules in prop::collection::vec(rule_strategy(), 0..12),
+            t1 in table(1),
+            t2 in table(2),
+            keys in prop::collection::vec((key(), any::<bool>()), 1..40),
+            default in prop_oneof![Just(Action::Deny), Just(Action::Allow), Just(Action::Queue(Target::Id(2)))],
+        ) {
+            rules.sort_by_key(|r| r.number);
+            let mut c = config(
+                &[
+                    flowset(1, 1, 1, FlowMask::default()),
+                    flowset(2, 1, 2, FlowMask::default()),
+                    flowset(3, 1, 3, FlowMask::default()),
+                ],
+                rules,
+            );
+            c.pipes.insert(7, PipeSpec {
+                id: 7,
+                bandwidth_bps: 0,
+                limit: QueueLimit::default(),
+                mask: FlowMask::default(),
+                max_instances: 1,
+                idle_ns: 1,
+            });
+            c.tables.insert(1, t1);
+            c.tables.insert(2, t2);
+            c.default_action = default;
+            let k = Classifier::new(&c).unwrap();
+            let one = Classifier::new_one_class(&c).unwrap();
+            for (key, out) in keys {
+                let dir = if out { Direction::Out } else { Direction::In };
+                let want = classify(&c, &k, &key, dir);
+                prop_assert_eq!(k.classify_key(&key, dir), want, "key {:?} {:?}", key, dir);
+                prop_assert_eq!(one.classify_key(&key, dir), want);
+            }
+        }
+    }
+}
