@@ -4,6 +4,8 @@
 //! - [`error`]: what a refused configuration reports.
 //! - [`classify`]: the packet classifier built from a model.
 
+#![forbid(unsafe_code)]
+
 pub mod classify;
 pub mod error;
 pub mod model;
