@@ -26,6 +26,8 @@
 
 #![forbid(unsafe_code)]
 
+#![forbid(unsafe_code)]
+
 pub mod classify;
 pub mod error;
 pub mod ipfw;

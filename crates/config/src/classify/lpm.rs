@@ -7,22 +7,25 @@
 //! the same answer are merged), so a lookup is a search for the last start `<=` the
 //! address: no tree walk, no per-prefix-length probing, no allocation.
 //!
-//! - IPv4 adds a two-level index: `dir[k]` is the interval holding address `k << 16`, so
-//!   the answer for an address of /16 block `k` is among intervals `dir[k]..=dir[k + 1]`;
-//!   a block with more than [`DENSE`] intervals also gets a /24 index of 257 entries
-//!   narrowing the range to the address's /24. The answer is then found by a branchless
-//!   binary search over that slice (usually 0 to 2 steps: a range of one interval costs no
-//!   search at all).
+//! - IPv4 packs each interval as `start << 32 | value index` (one u64: the value comes
+//!   with the compare) and adds a two-level index: `dir[k]` is the interval holding address
+//!   `k << 16`, so the answer for an address of /16 block `k` is among intervals
+//!   `dir[k]..=dir[k + 1]`; a block with more than [`DENSE`] intervals also gets a /24
+//!   index of 257 entries narrowing that range to the address's /24, and an entry whose
+//!   /24 holds a single interval carries the answer itself (the common case for tables of
+//!   /24s and shorter: two loads, no search). Otherwise the answer is found by a binary
+//!   search of a fixed number of steps (the table's longest index range), branch-free in
+//!   the address (see `find_packed`).
 //! - IPv6 searches all the intervals (tables of IPv6 prefixes are small in practice, and
 //!   their prefixes share their top bits, which would defeat a top-bits index).
 //!
-//! **Cost.** n prefixes give at most 2n + 1 intervals. Lookup: IPv4 one or two index loads
-//! plus `ceil(log2(m))` steps with m the intervals in the address's /24 (or /16 if that
-//! block is not dense; m <= 2n + 1); IPv6 `ceil(log2(2n + 1))` steps. Build: O(n log n +
-//! 2^16). Memory: 512 KiB for the /16 index, plus 1 KiB per dense block: at most
-//! min((2n + 1) / DENSE, 2^16) KiB (4 MiB for 10k prefixes in the worst case; typically
-//! much less).
-//! Measured in docs/PERFORMANCE.md ("Classifier").
+//! **Cost.** n prefixes give at most 2n + 1 intervals. IPv4 lookup: one or two index loads,
+//! then, unless the /24 entry answers, `ceil(log2(m))` steps where m is the longest range
+//! an index entry leaves (m <= 2n + 1; 3 steps for the benchmark's 10k prefixes). IPv6:
+//! `ceil(log2(2n + 1))` steps. Build: O(n log n + 2^16). Memory: 16 B per interval, 512 KiB
+//! for the /16 index, 2 KiB per dense /16 block (at most min((2n + 1) / DENSE, 2^16)
+//! blocks: about 8 MiB for 10k prefixes in the worst case; 256 blocks = 512 KiB in the
+//! benchmark). Measured in docs/PERFORMANCE.md ("Classifier").
 //!
 //! A prefix whose address has bits set beyond its length is taken as the network it names
 //! (the bits are cleared); duplicate prefixes keep the last value (validation rejects both).
@@ -200,9 +203,11 @@ struct Lpm4 {
     /// `k << 16` (entry 65536: the last interval, so entry `k + 1` bounds block `k`); the
     /// high 32 bits are 0, or 1 + the offset in `l2` of the block's /24 index.
     dir: Vec<u64>,
-    /// /24 indices of dense blocks, 257 entries each: entry `j` is the interval holding
-    /// `k << 16 | j << 8`, entry 256 the one holding `(k + 1) << 16`.
-    l2: Vec<u32>,
+    /// /24 indices of dense blocks, 257 entries each: the low 32 bits of entry `j` are the
+    /// interval holding `k << 16 | j << 8` (entry 256: the one holding `(k + 1) << 16`);
+    /// the high 32 bits are 1 + that interval's value index when the /24 holds only that
+    /// interval (the answer, with no search), else 0.
+    l2: Vec<u64>,
     /// Search steps of every lookup: enough for the longest range an index entry leaves.
     steps: u32,
 }
@@ -236,14 +241,20 @@ impl Lpm4 {
             }
             dir.push(a as u64 | (l2.len() as u64 + 1) << 32);
             let mut i = a;
-            let first = l2.len();
-            for j in 0..256u32 {
-                l2.push(holding(&mut i, (k as u32) << 16 | j << 8) as u32);
+            let los: Vec<usize> = (0..256u32)
+                .map(|j| holding(&mut i, (k as u32) << 16 | j << 8))
+                .chain([b])
+                .collect();
+            for w in los.windows(2) {
+                let direct = if w[0] == w[1] {
+                    u64::from(iv.vals[w[0]].unwrap_or(NONE)) + 1
+                } else {
+                    longest = longest.max(w[1] - w[0] + 1);
+                    0
+                };
+                l2.push(w[0] as u64 | direct << 32);
             }
-            l2.push(b as u32);
-            for w in l2[first..].windows(2) {
-                longest = longest.max((w[1] - w[0]) as usize + 1);
-            }
+            l2.push(b as u64);
         }
         dir.push(lo[65536] as u64);
         let packed = iv
@@ -269,7 +280,11 @@ impl Lpm4 {
             (e as u32 as usize, self.dir[k + 1] as u32 as usize)
         } else {
             let b = (e >> 32) as usize - 1 + ((addr >> 8) & 0xff) as usize;
-            (self.l2[b] as usize, self.l2[b + 1] as usize)
+            let x = self.l2[b];
+            if x >> 32 != 0 {
+                return ((x >> 32) - 1) as u32;
+            }
+            (x as u32 as usize, self.l2[b + 1] as u32 as usize)
         };
         let key = u64::from(addr) << 32 | u64::from(u32::MAX);
         find_packed(&self.packed, lo, hi, key, self.steps) as u32
