@@ -26,8 +26,6 @@
 
 #![forbid(unsafe_code)]
 
-#![forbid(unsafe_code)]
-
 pub mod classify;
 pub mod error;
 pub mod ipfw;
