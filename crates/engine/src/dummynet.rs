@@ -29,7 +29,10 @@
 //! removed (a removed class's queues drain; packets still arriving for it are dropped as
 //! `no_class`). A scheduler's algorithm, parameters or mask, a flowset's scheduler or mask,
 //! and the `max_*` bounds are fixed for the life of the engine (their state is built around
-//! them): a change to them is refused, naming the object, and nothing is applied.
+//! them): a change to them is refused, naming the object, and nothing is applied. An
+//! instance's queue map is sized, when the instance is created, for the `max_queues` of the
+//! classes its scheduler had then: a class added later to that scheduler shares what is left
+//! (a full map is a `queue_limit` drop), until idle instances expire and are rebuilt.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
