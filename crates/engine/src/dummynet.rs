@@ -117,7 +117,6 @@ struct Instance {
 
 /// The dummynet service; see the module docs.
 pub(crate) struct Dummynet {
-    plan: Arc<Classifier>,
     /// Code -> class slot.
     class_of_code: Vec<u32>,
     classes: Vec<ClassState>,
@@ -148,7 +147,6 @@ impl Dummynet {
         capacity: u32,
     ) -> Result<Self, String> {
         let mut d = Dummynet {
-            plan: Arc::clone(&plan),
             class_of_code: vec![NONE; CODES],
             classes: Vec::new(),
             scheds: Vec::new(),
@@ -294,7 +292,6 @@ impl Dummynet {
                 }
             }
         }
-        self.plan = plan;
     }
 
     /// The instance for `key` of scheduler slot `s`, created if needed.
@@ -607,12 +604,11 @@ impl Service for Dummynet {
                 self.install(plan);
                 Ok(())
             }
-            Change::Config(c) => {
-                let plan = Classifier::new(&c).map_err(|e| e.to_string())?;
-                self.check(&plan)?;
-                self.install(Arc::new(plan));
-                Ok(())
-            }
+            // `Engine::reconfigure` compiles a configuration on the caller's thread and
+            // hands over a `Plan`: the arbiter never spends time compiling tables.
+            Change::Config(_) => Err(
+                "a configuration reaches the arbiter compiled (Engine::reconfigure does it)".into(),
+            ),
             Change::Rate(_) | Change::Flow { .. } => Err(
                 "this engine runs a dummynet-style configuration: change the bandwidth of a \
                  scheduler or the weight of a flowset in the configuration instead"

@@ -227,7 +227,9 @@ fn a_scheduler_mask_gives_each_customer_its_own_link_up_to_a_limit() {
         );
     }
     senders.finish();
-    let report = engine.stop(false);
+    // Drain: what is still in the mailboxes (not yet in a scheduler) is sent or dropped
+    // too, so the account below is exact.
+    let report = engine.stop(true);
     let dropped: u64 = report
         .snapshot
         .clients
@@ -241,11 +243,11 @@ fn a_scheduler_mask_gives_each_customer_its_own_link_up_to_a_limit() {
     let sum = |f: fn(&pspat_engine::stats::ClientSnapshot) -> u64| -> u64 {
         report.snapshot.clients.iter().map(f).sum()
     };
-    let queued = report.sched.as_ref().unwrap().backlog.pkts;
+    assert_eq!(report.sched.as_ref().unwrap().backlog.pkts, 0, "drained");
     assert_eq!(
         sum(|s| s.submitted),
-        sum(|s| s.scheduled) + sum(|s| s.dropped_total()) + queued,
-        "every packet is sent, dropped with a reason, or still queued"
+        sum(|s| s.scheduled) + sum(|s| s.dropped_total()),
+        "every packet is sent or dropped with a reason"
     );
 }
 
@@ -303,16 +305,20 @@ fn a_flow_mask_makes_one_queue_per_flow_up_to_a_limit_and_tables_dispatch() {
     ];
     let senders = Senders::start(clients, keys);
     let r = rates(&engine);
-    // Queues: 20/80 (w1), 20/443 (w1), 21 (w2): 7.5, 7.5 and 15 Mbit/s.
-    assert!(near(r[0], 7.5e6, 0.08), "{r:?}");
-    assert!(near(r[1], 7.5e6, 0.08), "{r:?}");
-    assert!(r[2] < 1e5, "third port over max-queues: {r:?}");
+    // Queues: two of host 1's ports (whichever arrived first; w1 each) and 21 (w2): 7.5,
+    // 7.5 and 15 Mbit/s; host 1's third port is over max-queues.
+    let mut host1 = [r[0], r[1], r[2]];
+    host1.sort_by(f64::total_cmp);
+    assert!(host1[0] < 1e5, "third port over max-queues: {r:?}");
+    assert!(near(host1[1], 7.5e6, 0.08), "{r:?}");
+    assert!(near(host1[2], 7.5e6, 0.08), "{r:?}");
     assert!(near(r[3], 15e6, 0.08), "{r:?}");
     assert!(r[4] < 1e5, "no rule for host 3: {r:?}");
     let refused = senders.finish();
     let report = engine.stop(false);
     let s = &report.snapshot.clients;
-    assert!(s[2].dropped_by(Drop::QueueLimit) > 0);
+    let over: u64 = s[..3].iter().map(|c| c.dropped_by(Drop::QueueLimit)).sum();
+    assert!(over > 0);
     assert_eq!(s[4].filtered[Filtered::NoRule.slot()], refused[4]);
     assert!(refused[4] > 0);
 }
