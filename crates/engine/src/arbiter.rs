@@ -32,7 +32,7 @@ use crate::service::{Service, ServiceSummary};
 use crate::shared::Shared;
 use crate::tx::Transmitter;
 use crate::wake::publish_fence;
-use pspat_io::Pkt;
+use pspat_io::{Backend, Pkt};
 use pspat_mailbox::{Consumer, Producer};
 
 /// Links shorter than this are waited for by spinning; longer ones by sleeping (the OS
@@ -110,6 +110,8 @@ pub(crate) struct Arbiter<V: Service> {
     client_mode: bool,
     /// Most packets released per scan.
     scan_batch: u32,
+    /// Told about every packet the service refuses (frame buffers to free).
+    backend: Arc<dyn Backend>,
 }
 
 impl<V: Service> Arbiter<V> {
@@ -119,6 +121,7 @@ impl<V: Service> Arbiter<V> {
         ports: Vec<ClientPort>,
         shared: Arc<Shared>,
         out: Output,
+        backend: Arc<dyn Backend>,
     ) -> Self {
         let aggregate_bytes = if cfg.aggregate_ns == 0 {
             0
@@ -152,6 +155,7 @@ impl<V: Service> Arbiter<V> {
             members,
             scan_batch: cfg.scan_batch.max(1),
             client_mode,
+            backend,
         }
     }
 
@@ -280,9 +284,13 @@ impl<V: Service> Arbiter<V> {
                     if let Some(m) = self.members.get_mut(p.flow as usize) {
                         // The refused aggregate's members are the newest of the flow.
                         for _ in 0..k {
-                            m.pop_back();
+                            if let Some(member) = m.pop_back() {
+                                self.backend.discard(&[member]);
+                            }
                         }
                     }
+                } else {
+                    self.backend.discard(&[self.svc.refused(p)]);
                 }
                 self.ports[c].mailbox.release(k as usize);
             }

@@ -197,7 +197,24 @@ impl Client {
         dir: Direction,
     ) -> Result<Accepted, SubmitError> {
         let verdict = self.classifier()?.classify_frame(frame, dir);
-        self.submit_verdict(verdict, len)
+        let tag = self.stamp.next_seq();
+        self.submit_verdict(verdict, len, tag)
+    }
+
+    /// As [`Client::submit_frame`], with a `tag` the packet's descriptor carries in `seq`
+    /// once the arbiter has taken it (to the transmitter, and to
+    /// [`pspat_io::Backend::discard`] when the scheduler drops it): a shaper puts the
+    /// index of the frame's buffer there (see `keyring.rs`).
+    #[inline]
+    pub fn submit_frame_tagged(
+        &mut self,
+        frame: &[u8],
+        len: u32,
+        dir: Direction,
+        tag: u32,
+    ) -> Result<Accepted, SubmitError> {
+        let verdict = self.classifier()?.classify_frame(frame, dir);
+        self.submit_verdict(verdict, len, tag)
     }
 
     /// As [`Client::submit_frame`], for a packet already reduced to its 5-tuple.
@@ -209,7 +226,8 @@ impl Client {
         dir: Direction,
     ) -> Result<Accepted, SubmitError> {
         let verdict = self.classifier()?.classify_key(key, dir);
-        self.submit_verdict(verdict, len)
+        let tag = self.stamp.next_seq();
+        self.submit_verdict(verdict, len, tag)
     }
 
     /// The current classifier, reloaded when a reconfiguration published a new one.
@@ -234,7 +252,12 @@ impl Client {
     }
 
     #[inline]
-    fn submit_verdict(&mut self, verdict: Verdict, len: u32) -> Result<Accepted, SubmitError> {
+    fn submit_verdict(
+        &mut self,
+        verdict: Verdict,
+        len: u32,
+        tag: u32,
+    ) -> Result<Accepted, SubmitError> {
         let code = match verdict {
             Verdict::Schedule { class, key } => {
                 let c = self
@@ -248,10 +271,15 @@ impl Client {
                 // number (see keyring.rs for why it cannot be overwritten early).
                 self.shared
                     .keys
-                    .put(self.stamp.id, self.stamp.next_seq(), key.to_words());
+                    .put(self.stamp.id, self.stamp.next_seq(), key.to_words(), tag);
                 class_code(c)
             }
-            Verdict::Allow => PASS_CODE,
+            Verdict::Allow => {
+                self.shared
+                    .keys
+                    .put_tag(self.stamp.id, self.stamp.next_seq(), tag);
+                PASS_CODE
+            }
             Verdict::Drop(cause) => {
                 self.shared.counters[self.stamp.id as usize]
                     .client

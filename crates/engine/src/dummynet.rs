@@ -454,8 +454,11 @@ fn expire_queues(inst: &mut Instance, classes: &[ClassState], now: u64, budget: 
 }
 
 impl Service for Dummynet {
-    fn enqueue(&mut self, p: Pkt, now: u64) -> Result<(), Drop> {
+    fn enqueue(&mut self, mut p: Pkt, now: u64) -> Result<(), Drop> {
         self.now = now;
+        // Read the key (below) before the tag replaces the sequence number it is filed by.
+        let key_seq = p.seq;
+        p.seq = self.keys.tag(p.client, key_seq);
         if p.flow == PASS_CODE {
             self.pass.push_back(p);
             return Ok(());
@@ -464,7 +467,7 @@ impl Service for Dummynet {
             Some(&s) if s != NONE && self.classes[s as usize].live => s as usize,
             _ => return Err(Drop::NoClass),
         };
-        let key = FlowKey::from_words(self.keys.get(p.client, p.seq));
+        let key = FlowKey::from_words(self.keys.get(p.client, key_seq));
         let id = self.instance(self.classes[slot].sched, &key)?;
         let class = &self.classes[slot];
         let inst = self.instances[id as usize]
@@ -615,6 +618,11 @@ impl Service for Dummynet {
                     .into(),
             ),
         }
+    }
+
+    fn refused(&self, mut p: Pkt) -> Pkt {
+        p.seq = self.keys.tag(p.client, p.seq);
+        p
     }
 
     fn summary(&self) -> ServiceSummary {

@@ -260,6 +260,7 @@ impl Engine {
             shared: Arc::clone(&shared),
             out,
             ready: ready_tx.clone(),
+            backend: Arc::clone(&backend),
         };
         let (algorithm, params) = (cfg.algorithm.clone(), cfg.params.clone());
         let failed = ready_tx;
@@ -469,6 +470,7 @@ struct SpawnArbiter {
     shared: Arc<Shared>,
     out: Output,
     ready: std::sync::mpsc::Sender<Result<(), EngineError>>,
+    backend: Arc<dyn Backend>,
 }
 
 impl SpawnArbiter {
@@ -499,7 +501,14 @@ impl SpawnArbiter {
                 return None;
             }
         };
-        let arbiter = Arbiter::new(svc, &self.cfg, self.ports, self.shared, self.out);
+        let arbiter = Arbiter::new(
+            svc,
+            &self.cfg,
+            self.ports,
+            self.shared,
+            self.out,
+            self.backend,
+        );
         let _ = self.ready.send(Ok(()));
         Some(summary(arbiter.run()))
     }
@@ -535,7 +544,14 @@ impl SchedulerVisitor<Pkt> for SpawnArbiter {
         }
         let max_len = self.cfg.flows.iter().map(|f| f.max_len).collect();
         let svc = Single::new(sched, self.cfg.rate_bps, flows, max_len);
-        let arbiter = Arbiter::new(svc, &self.cfg, self.ports, self.shared, self.out);
+        let arbiter = Arbiter::new(
+            svc,
+            &self.cfg,
+            self.ports,
+            self.shared,
+            self.out,
+            self.backend,
+        );
         let _ = self.ready.send(Ok(()));
         Some(summary(arbiter.run()))
     }

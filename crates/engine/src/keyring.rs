@@ -15,6 +15,12 @@
 //! `s - N + 1 ..= s - 1`, none of which uses slot `s % N`. (A refused push does not consume
 //! its sequence number, so the retry rewrites the same slot.)
 //!
+//! Each slot also holds the packet's **tag**: a 32-bit value the client chooses (by default
+//! the sequence number itself) which replaces the descriptor's `seq` once the arbiter has
+//! read the key. A shaper puts the index of the frame's buffer there, so the transmitting
+//! side finds the bytes from the descriptor alone (see `pspat_mailbox::frames`): after the
+//! arbiter, a dummynet-mode descriptor's `seq` is its tag.
+//!
 //! The words are atomics accessed with `Relaxed`: the mailbox push is a Release store and
 //! the arbiter's extraction an Acquire load, which orders the key words written before the
 //! push before the arbiter's reads after the extraction. Safe Rust, no data race.
@@ -24,11 +30,14 @@ use crate::sync::{AtomicU64, Ordering};
 /// Words per key (`FlowKey::to_words`).
 pub const KEY_WORDS: usize = 5;
 
+/// Words per slot: the key, then the tag.
+const SLOT_WORDS: usize = KEY_WORDS + 1;
+
 /// The key rings of every client.
 #[derive(Debug)]
 pub struct KeyRings {
-    /// `clients * entries` keys.
-    words: Box<[[AtomicU64; KEY_WORDS]]>,
+    /// `clients * entries` keys and tags.
+    words: Box<[[AtomicU64; SLOT_WORDS]]>,
     entries: usize,
 }
 
@@ -46,24 +55,43 @@ impl KeyRings {
     }
 
     #[inline]
-    fn slot(&self, client: u32, seq: u32) -> &[AtomicU64; KEY_WORDS] {
+    fn slot(&self, client: u32, seq: u32) -> &[AtomicU64; SLOT_WORDS] {
         &self.words[client as usize * self.entries + (seq as usize & (self.entries - 1))]
     }
 
-    /// Client side: the key of its packet `seq`, before pushing the packet.
+    /// Client side: the key and tag of its packet `seq`, before pushing the packet.
     #[inline]
-    pub fn put(&self, client: u32, seq: u32, key: [u64; KEY_WORDS]) {
-        for (w, v) in self.slot(client, seq).iter().zip(key) {
+    pub fn put(&self, client: u32, seq: u32, key: [u64; KEY_WORDS], tag: u32) {
+        let slot = self.slot(client, seq);
+        for (w, v) in slot.iter().zip(key) {
             // ORDERING: Relaxed; published by the mailbox push's Release (module docs).
             w.store(v, Ordering::Relaxed);
         }
+        // ORDERING: as above.
+        slot[KEY_WORDS].store(u64::from(tag), Ordering::Relaxed);
+    }
+
+    /// Client side: only the tag of packet `seq` (a packet that needs no key).
+    #[inline]
+    pub fn put_tag(&self, client: u32, seq: u32, tag: u32) {
+        // ORDERING: Relaxed; published by the mailbox push's Release (module docs).
+        self.slot(client, seq)[KEY_WORDS].store(u64::from(tag), Ordering::Relaxed);
+    }
+
+    /// Arbiter side: the tag of `client`'s packet `seq`, after extracting it and before
+    /// releasing its mailbox slot.
+    #[inline]
+    pub fn tag(&self, client: u32, seq: u32) -> u32 {
+        // ORDERING: Relaxed; the mailbox extraction's Acquire orders it after `put`.
+        self.slot(client, seq)[KEY_WORDS].load(Ordering::Relaxed) as u32
     }
 
     /// Arbiter side: the key of `client`'s packet `seq`, after extracting it.
     #[inline]
     pub fn get(&self, client: u32, seq: u32) -> [u64; KEY_WORDS] {
+        let slot = self.slot(client, seq);
         // ORDERING: Relaxed; the mailbox extraction's Acquire orders it after `put`.
-        std::array::from_fn(|i| self.slot(client, seq)[i].load(Ordering::Relaxed))
+        std::array::from_fn(|i| slot[i].load(Ordering::Relaxed))
     }
 }
 
@@ -76,13 +104,22 @@ mod tests {
         let r = KeyRings::new(3, 4);
         for c in 0..3u32 {
             for s in 0..4u32 {
-                r.put(c, s, [u64::from(c * 10 + s); KEY_WORDS]);
+                r.put(c, s, [u64::from(c * 10 + s); KEY_WORDS], c * 100 + s);
             }
         }
         assert_eq!(r.get(1, 2), [12; KEY_WORDS]);
         assert_eq!(r.get(2, 7), [23; KEY_WORDS], "sequence 7 uses slot 3");
-        r.put(0, 5, [99; KEY_WORDS]);
+        assert_eq!(r.tag(1, 2), 102);
+        assert_eq!(r.tag(2, 7), 203, "the tag shares the key's slot");
+        r.put(0, 5, [99; KEY_WORDS], 7);
         assert_eq!(r.get(0, 1), [99; KEY_WORDS], "sequence 5 reuses slot 1");
+        assert_eq!(r.tag(0, 1), 7);
+        r.put_tag(0, 1, 8);
+        assert_eq!(
+            (r.get(0, 1), r.tag(0, 1)),
+            ([99; KEY_WORDS], 8),
+            "a tag alone keeps the key"
+        );
         assert_eq!(r.get(1, 1), [11; KEY_WORDS], "other clients untouched");
     }
 }

@@ -43,6 +43,12 @@ pub(crate) trait Service {
     fn apply(&mut self, change: Change, now: u64) -> Result<(), String>;
     /// The final state, for the engine's report.
     fn summary(&self) -> ServiceSummary;
+    /// A packet [`Service::enqueue`] refused, as the backend must see it to release what
+    /// it keeps for the packet (the dummynet service gives it its client's tag, see
+    /// `keyring.rs`). The refused packet itself by default.
+    fn refused(&self, p: Pkt) -> Pkt {
+        p
+    }
 }
 
 /// What a service reports when the arbiter stops.

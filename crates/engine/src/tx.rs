@@ -60,6 +60,9 @@ impl Transmitter {
                 0
             }
         };
+        if sent < self.batch.len() {
+            self.sender.discard(&self.batch[sent..]);
+        }
         let now = clock::now_ns();
         for (i, p) in self.batch.iter().enumerate() {
             let Some(c) = self.counters.get(p.client as usize) else {

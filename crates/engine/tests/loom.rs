@@ -105,7 +105,7 @@ fn key_rings_hand_over_the_key_of_each_packet() {
         let client = loom::thread::spawn(move || {
             for seq in 0..N {
                 let msg = NonZeroU64::new(seq + 1).unwrap();
-                r2.put(0, seq as u32, [seq + 100; 5]);
+                r2.put(0, seq as u32, [seq + 100; 5], (seq * 7) as u32);
                 while p.push(msg).is_err() {
                     loom::thread::yield_now();
                 }
@@ -118,6 +118,7 @@ fn key_rings_hand_over_the_key_of_each_packet() {
                     let seq = m.get() - 1;
                     assert_eq!(seq, got, "in order");
                     assert_eq!(rings.get(0, seq as u32), [seq + 100; 5], "its own key");
+                    assert_eq!(rings.tag(0, seq as u32), (seq * 7) as u32, "its own tag");
                     c.release(1);
                     got += 1;
                 }

@@ -7,6 +7,10 @@ pub trait Backend: Send + Sync {
     /// A sender for the transmitting thread number `thread` (0-based; the arbiter, a
     /// dispatcher or a client, depending on the hand-off mode).
     fn open(&self, thread: usize) -> Result<Box<dyn Sender>, SendError>;
+    /// The engine will never send these packets (the scheduler dropped them): release
+    /// whatever the backend keeps for them (a frame buffer named by the descriptor).
+    /// Called from the arbiter thread; the default keeps nothing.
+    fn discard(&self, _pkts: &[crate::Pkt]) {}
 }
 
 /// One thread's way out. Not shared: each transmitting thread owns its sender.
@@ -20,6 +24,10 @@ pub trait Sender: Send {
     /// `Err(_)`: no packet of the batch was sent. Batches of any length are accepted
     /// (backends split them into their own batch size).
     fn send(&mut self, batch: &[crate::Pkt]) -> Result<usize, SendError>;
+    /// These packets of a batch given to [`Sender::send`] were not sent and will not be
+    /// offered again (the caller counts them as send failures): release what the backend
+    /// keeps for them. The default keeps nothing.
+    fn discard(&mut self, _pkts: &[crate::Pkt]) {}
     /// Pushes out anything buffered (called when the engine stops).
     fn flush(&mut self) -> Result<(), SendError> {
         Ok(())

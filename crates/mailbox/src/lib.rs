@@ -16,15 +16,20 @@
 //! scheduler has sent the packets, which bounds what a client can have queued (Figure 5 of
 //! the paper, line 21).
 //!
+//! [`frames`] holds what the descriptors stand for when they are real frames: a pool of
+//! fixed-size slots each receiving thread fills and the transmitting side empties.
+//!
 //! The crate is written in safe Rust: slots are atomics, and with `--cfg loom` the same
 //! code runs under the loom model checker (`tests/loom.rs`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod frames;
 mod mailbox;
 mod message;
 mod sync;
 
+pub use frames::{FrameError, FramePool, FrameWriter};
 pub use mailbox::{mailbox, Config, ConfigError, Consumer, Producer};
 pub use message::Message;

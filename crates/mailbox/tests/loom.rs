@@ -199,3 +199,64 @@ fn four_words_pop() {
 fn four_words_extract_release_when_dry() {
     run::<Four>(6, Consume::Batch(usize::MAX), 3);
 }
+
+/// The frame pool: a writer stores frames into a one-slot region (so every frame reuses
+/// the slot the reader just freed), hands each slot index to the reader through a
+/// `Relaxed` atomic (so only the pool's own orderings can make the bytes visible; the
+/// engine's mailbox adds Release/Acquire on top), and waits for the slot to be free again;
+/// the reader copies each frame out. Every frame must arrive whole (its bytes a function
+/// of its number) and in order, whatever the interleaving: a reader's copy is never
+/// overlapped by the writer's next frame. (Weakening the Release store of READY in `put`, or
+/// the Acquire load in `take_into`, makes loom find a stale frame: checked by hand.)
+#[test]
+fn frame_pool_handover() {
+    use loom::sync::atomic::AtomicU64;
+    use pspat_mailbox::{FrameError, FramePool};
+    builder(3).check(|| {
+        const K: u64 = 3;
+        let pool = FramePool::new(1, 1, 16);
+        let handed = Arc::new(AtomicU64::new(0)); // 0 = nothing; 1 + slot otherwise
+        let (p2, h2) = (Arc::clone(&pool), Arc::clone(&handed));
+        let writer = thread::spawn(move || {
+            let mut w = FramePool::writer(&p2, 0);
+            for i in 1..=K {
+                let frame: Vec<u8> = (0..9).map(|b| (i as u8) * 16 + b).collect();
+                let slot = loop {
+                    match w.put(&frame) {
+                        Ok(s) => break s,
+                        Err(FrameError::Full) => thread::yield_now(),
+                        Err(e) => panic!("{e}"),
+                    }
+                };
+                h2.store(1 + u64::from(slot), Ordering::Relaxed);
+                while h2.load(Ordering::Relaxed) != 0 {
+                    thread::yield_now();
+                }
+            }
+        });
+        let mut out = [0u8; 16];
+        for i in 1..=K {
+            let slot = loop {
+                let h = handed.load(Ordering::Relaxed);
+                if h != 0 {
+                    break (h - 1) as u32;
+                }
+                thread::yield_now();
+            };
+            // The index may arrive before the READY state is visible: retry.
+            loop {
+                match pool.take_into(0, slot, &mut out) {
+                    Ok(n) => break assert_eq!(n, 9),
+                    Err(FrameError::NotReady { .. }) => thread::yield_now(),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            for (b, &v) in out[..9].iter().enumerate() {
+                assert_eq!(v, (i as u8) * 16 + b as u8, "frame {i} torn or stale");
+            }
+            handed.store(0, Ordering::Relaxed);
+        }
+        writer.join().unwrap();
+        assert_eq!(pool.in_use(0), 0);
+    });
+}

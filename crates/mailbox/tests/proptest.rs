@@ -303,3 +303,80 @@ proptest! {
         stress::<Four>(le, lines, 20_000, push, take);
     }
 }
+
+mod frame_pool {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+    use pspat_mailbox::{FrameError, FramePool};
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Store a frame of this length.
+        Put(usize),
+        /// Take the n-th (mod count) stored frame.
+        Take(usize),
+        /// Discard the n-th (mod count) stored frame.
+        Discard(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0usize..40).prop_map(Op::Put),
+            any::<usize>().prop_map(Op::Take),
+            any::<usize>().prop_map(Op::Discard),
+        ]
+    }
+
+    proptest! {
+        /// Against a map from slot to frame: every stored frame comes out byte-exact
+        /// exactly once, in any order; the pool is full exactly when the model holds
+        /// `slots` frames; discarded and taken slots are reused.
+        #[test]
+        fn pool_matches_a_map(ops in proptest::collection::vec(op(), 1..200), slots in 1usize..6) {
+            let pool = FramePool::new(2, slots, 32);
+            let mut w = FramePool::writer(&pool, 1);
+            let mut model: HashMap<u32, Vec<u8>> = HashMap::new();
+            let mut order: Vec<u32> = Vec::new();
+            let mut stamp = 0u8;
+            for op in ops {
+                match op {
+                    Op::Put(len) => {
+                        stamp = stamp.wrapping_add(1);
+                        let frame: Vec<u8> = (0..len).map(|i| stamp ^ i as u8).collect();
+                        match w.put(&frame) {
+                            Ok(s) => {
+                                prop_assert!(len <= 32);
+                                prop_assert!(model.insert(s, frame).is_none(), "slot {} handed out twice", s);
+                                order.push(s);
+                            }
+                            Err(FrameError::Full) => prop_assert_eq!(model.len(), slots),
+                            Err(FrameError::TooLong { .. }) => prop_assert!(len > 32),
+                            Err(e) => prop_assert!(false, "unexpected {}", e),
+                        }
+                    }
+                    Op::Take(n) | Op::Discard(n) if order.is_empty() => {
+                        let s = (n % slots) as u32;
+                        let mut out = [0u8; 32];
+                        prop_assert!(pool.take_into(1, s, &mut out).is_err());
+                        prop_assert!(!pool.discard(1, s));
+                    }
+                    Op::Take(n) => {
+                        let s = order.remove(n % order.len());
+                        let want = model.remove(&s).unwrap();
+                        let mut out = [0u8; 32];
+                        let len = pool.take_into(1, s, &mut out).unwrap();
+                        prop_assert_eq!(&out[..len], &want[..]);
+                    }
+                    Op::Discard(n) => {
+                        let s = order.remove(n % order.len());
+                        model.remove(&s);
+                        prop_assert!(pool.discard(1, s));
+                    }
+                }
+                prop_assert_eq!(pool.in_use(1), model.len());
+                prop_assert_eq!(pool.in_use(0), 0, "the other region is untouched");
+            }
+        }
+    }
+}
