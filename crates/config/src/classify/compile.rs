@@ -2,8 +2,8 @@
 //! schedulers as dense indices) the engine builds its schedulers and maps from.
 //!
 //! - Classes: every flowset (in id order), then every pipe (in id order). A pipe's class
-//!   has weight 1, the default `max_len`, the pipe's queue limit and an empty mask (one
-//!   queue per instance).
+//!   has weight 1, `max_len` [`PIPE_MAX_LEN`] (a FIFO has no use for a smaller one), the
+//!   pipe's queue limit and an empty mask (one queue per instance).
 //! - Schedulers: every scheduler (in id order), then one `fifo` scheduler per pipe,
 //!   carrying the pipe's bandwidth, mask, instance bound and idle time.
 //! - Tables: compiled once each into an [`Lpm`] whose values are dense indices into the
@@ -25,6 +25,9 @@ use super::rules::{
 use crate::error::ConfigError;
 use crate::model::{Action, AddrMatch, Config, Direction, FlowMask, QueueLimit, Target};
 use std::net::IpAddr;
+
+/// The longest packet a pipe's queue takes: any IPv4 datagram or Ethernet frame.
+pub const PIPE_MAX_LEN: u32 = 65_535;
 
 /// Where a class comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -149,7 +152,9 @@ impl Classifier {
                 origin: ClassOrigin::Pipe(p.id),
                 sched,
                 weight: 1,
-                max_len: pspat_sched::flow::DEFAULT_MAX_LEN,
+                // A pipe is a FIFO: any length is fine (dummynet's pipes have no max-len),
+                // and `pspat shape` schedules whole frames, longer than a 1500-byte MTU.
+                max_len: PIPE_MAX_LEN,
                 limit: p.limit,
                 mask: FlowMask::default(),
                 max_queues: 1,
