@@ -37,7 +37,8 @@ pub struct RunArgs {
     /// Who transmits: arbiter, dispatchers[:N], clients; overrides the scenario.
     #[arg(long, value_name = "MODE")]
     handoff: Option<String>,
-    /// Backend: null, udp, udp:HOST:PORT, pcap:FILE; overrides the scenario.
+    /// Backend: null, udp, udp:HOST:PORT, pcap:FILE,
+    /// afpacket:IF[,dst=MAC][,src=MAC][,ip=SRC>DST][,port=SPORT>DPORT]; overrides the scenario.
     #[arg(long, value_name = "SPEC")]
     backend: Option<String>,
     /// Seconds between live table updates.

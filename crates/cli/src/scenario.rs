@@ -7,7 +7,7 @@
 //! rate = "10G"              # emulated link, bit/s (K, M, G suffixes; "unlimited")
 //! duration = "5s"           # s, ms, us suffixes
 //! handoff = "arbiter"       # arbiter | dispatchers[:N] | clients
-//! backend = "udp"           # null | udp | udp:HOST:PORT | pcap:FILE
+//! backend = "udp"           # null | udp | udp:HOST:PORT | pcap:FILE | afpacket:IF[,...]
 //! mailbox = 512             # slots per client mailbox
 //! delta_a = "1us"           # the arbiter reads each mailbox at most this often
 //! spin = "50us"             # T_w: idle spin before blocking

@@ -1,0 +1,176 @@
+//! A received frame, and the walk over the frames of one TPACKET_V3 block.
+//!
+//! The block and frame headers are read at the offsets of the kernel's C structures
+//! (`tpacket_block_desc`, `tpacket3_hdr`, from libc), in native byte order, with bounds
+//! checks: a header pointing outside the block ends the walk instead of panicking.
+
+use std::mem::offset_of;
+
+use libc::{tpacket3_hdr as H3, tpacket_block_desc as BD, tpacket_hdr_v1 as BH1};
+
+/// One frame from an [`super::RxRing`], borrowed from the ring until the callback returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// The captured bytes, from the destination MAC on (no FCS). As long as the frame unless
+    /// it was larger than a block could hold (`data.len() < wire_len` then). Without the
+    /// 802.1Q tag when the kernel stripped it (see [`Frame::vlan_tci`]).
+    pub data: &'a [u8],
+    /// The frame's length on the wire as the kernel saw it (`tp_len`), stripped VLAN tag
+    /// excluded.
+    pub wire_len: u32,
+    /// Receive timestamp, CLOCK_REALTIME in ns (the kernel's software timestamp).
+    pub ts_ns: u64,
+    /// The TCI (priority, DEI, VLAN id) of the 802.1Q tag the kernel removed from the frame,
+    /// `None` when it removed none. Re-insert `81 00` and the TCI (big-endian) after the
+    /// two MAC addresses to get the frame as it was on the wire.
+    pub vlan_tci: Option<u16>,
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+const BH: usize = offset_of!(BD, hdr);
+const NUM_PKTS: usize = BH + offset_of!(BH1, num_pkts);
+const FIRST_PKT: usize = BH + offset_of!(BH1, offset_to_first_pkt);
+const NEXT: usize = offset_of!(H3, tp_next_offset);
+const SEC: usize = offset_of!(H3, tp_sec);
+const NSEC: usize = offset_of!(H3, tp_nsec);
+const SNAPLEN: usize = offset_of!(H3, tp_snaplen);
+const LEN: usize = offset_of!(H3, tp_len);
+const STATUS: usize = offset_of!(H3, tp_status);
+const MAC: usize = offset_of!(H3, tp_mac);
+const VLAN_TCI: usize = offset_of!(H3, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
+
+/// Reads frame header at `at` in `block`; None if it or its data are out of bounds.
+fn frame_at(block: &[u8], at: usize) -> Option<(Frame<'_>, u32)> {
+    let snaplen = u32_at(block, at + SNAPLEN)? as usize;
+    let mac = usize::from(u16_at(block, at + MAC)?);
+    let start = at.checked_add(mac)?;
+    let data = block.get(start..start.checked_add(snaplen)?)?;
+    let status = u32_at(block, at + STATUS)?;
+    let vlan_tci = (status & libc::TP_STATUS_VLAN_VALID != 0)
+        .then(|| u32_at(block, at + VLAN_TCI).map(|t| t as u16))
+        .flatten();
+    let ts_ns =
+        u64::from(u32_at(block, at + SEC)?) * 1_000_000_000 + u64::from(u32_at(block, at + NSEC)?);
+    let frame = Frame {
+        data,
+        wire_len: u32_at(block, at + LEN)?,
+        ts_ns,
+        vlan_tci,
+    };
+    Some((frame, u32_at(block, at + NEXT)?))
+}
+
+/// Calls `f` for each frame of a user-owned block, in order; returns how many. Stops early
+/// (without panicking) at a header that points outside the block, which a well-behaved
+/// kernel never writes.
+pub(super) fn for_each_in_block(block: &[u8], f: &mut impl FnMut(Frame<'_>)) -> usize {
+    let (Some(n), Some(first)) = (u32_at(block, NUM_PKTS), u32_at(block, FIRST_PKT)) else {
+        return 0;
+    };
+    let mut at = first as usize;
+    for i in 0..n as usize {
+        let Some((frame, next)) = frame_at(block, at) else {
+            return i;
+        };
+        f(frame);
+        at = match at.checked_add(next as usize) {
+            Some(a) => a,
+            None => return i + 1,
+        };
+    }
+    n as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes a block by hand at the C offsets: `frames` = (data, tp_len, vlan) each.
+    fn block(frames: &[(&[u8], u32, Option<u16>)]) -> Vec<u8> {
+        let mut b = vec![0u8; 4096];
+        let put32 = |b: &mut Vec<u8>, at: usize, v: u32| {
+            b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        };
+        put32(&mut b, NUM_PKTS, frames.len() as u32);
+        let first = 48;
+        put32(&mut b, FIRST_PKT, first as u32);
+        let mut at = first;
+        for (k, (data, len, vlan)) in frames.iter().enumerate() {
+            let mac = 68; // header (48) + sockaddr_ll room, 4-aligned: any value works
+            let next = (mac + data.len()).next_multiple_of(16);
+            let last = k + 1 == frames.len();
+            put32(&mut b, at + NEXT, if last { 0 } else { next as u32 });
+            put32(&mut b, at + SEC, 3);
+            put32(&mut b, at + NSEC, 7 + k as u32);
+            put32(&mut b, at + SNAPLEN, data.len() as u32);
+            put32(&mut b, at + LEN, *len);
+            let status = if vlan.is_some() {
+                libc::TP_STATUS_VLAN_VALID
+            } else {
+                0
+            };
+            put32(&mut b, at + STATUS, libc::TP_STATUS_USER | status);
+            b[at + MAC..at + MAC + 2].copy_from_slice(&(mac as u16).to_ne_bytes());
+            put32(&mut b, at + VLAN_TCI, u32::from(vlan.unwrap_or(0xffff)));
+            b[at + mac..at + mac + data.len()].copy_from_slice(data);
+            at += next;
+        }
+        b
+    }
+
+    #[test]
+    fn offsets_are_the_kernels() {
+        // include/uapi/linux/if_packet.h: tpacket3_hdr is 48 bytes, the VLAN TCI at 32;
+        // the block's header after version and offset_to_priv (8 bytes).
+        assert_eq!(size_of::<H3>(), 48);
+        assert_eq!(
+            (NEXT, SEC, NSEC, SNAPLEN, LEN, STATUS, MAC),
+            (0, 4, 8, 12, 16, 20, 24)
+        );
+        assert_eq!(VLAN_TCI, 32);
+        assert_eq!((NUM_PKTS, FIRST_PKT), (12, 16));
+    }
+
+    #[test]
+    fn walks_every_frame_in_order() {
+        let a = [1u8; 60];
+        let b: Vec<u8> = (0..=255).collect();
+        let blk = block(&[
+            (&a, 60, None),
+            (&b, 300, Some(0x2005)),
+            (&a[..14], 14, Some(0)),
+        ]);
+        let mut seen = Vec::new();
+        let n = for_each_in_block(&blk, &mut |f: Frame<'_>| {
+            seen.push((f.data.to_vec(), f.wire_len, f.ts_ns, f.vlan_tci))
+        });
+        assert_eq!(n, 3);
+        assert_eq!(seen[0], (a.to_vec(), 60, 3_000_000_007, None));
+        assert_eq!(seen[1], (b.clone(), 300, 3_000_000_008, Some(0x2005)));
+        assert_eq!(seen[2], (a[..14].to_vec(), 14, 3_000_000_009, Some(0)));
+    }
+
+    #[test]
+    fn a_header_pointing_outside_stops_the_walk() {
+        let a = [9u8; 100];
+        let mut blk = block(&[(&a, 100, None), (&a, 100, None)]);
+        // Second frame claims a snaplen past the end of the block.
+        let second = 48 + (68 + 100usize).next_multiple_of(16);
+        blk[second + SNAPLEN..second + SNAPLEN + 4].copy_from_slice(&5000u32.to_ne_bytes());
+        let mut count = 0;
+        assert_eq!(for_each_in_block(&blk, &mut |_| count += 1), 1);
+        assert_eq!(count, 1);
+        // A count larger than the frames present stops at the first bad header too.
+        let mut blk = block(&[(&a, 100, None)]);
+        blk[NUM_PKTS..NUM_PKTS + 4].copy_from_slice(&1000u32.to_ne_bytes());
+        blk[48 + NEXT..48 + NEXT + 4].copy_from_slice(&100_000u32.to_ne_bytes());
+        assert_eq!(for_each_in_block(&blk, &mut |_| {}), 1);
+    }
+}

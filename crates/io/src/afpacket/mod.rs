@@ -1,0 +1,226 @@
+//! AF_PACKET: whole Ethernet frames in and out of one Linux interface.
+//!
+//! Three pieces:
+//!
+//! - [`TxSocket`]: sends frames given as byte slices, up to [`BATCH`] per sendmmsg(2);
+//! - [`RxRing`]: receives frames through a TPACKET_V3 ring shared with the kernel (no
+//!   system call per frame, one `poll(2)` per block at most);
+//! - [`AfPacket`]: the `afpacket` [`crate::Backend`], which turns scheduled [`crate::Pkt`]s
+//!   into Ethernet/IPv4/UDP frames carrying the [`crate::payload`] header and sends them
+//!   with a [`TxSocket`] per sending thread.
+//!
+//! [`TxSocket`] and [`RxRing`] are what a transparent shaper is made of: an [`RxRing`] on
+//! the input interface, a [`TxSocket`] on the output one.
+//!
+//! Everything needs `CAP_NET_RAW` (root, or `setcap cap_net_raw+ep <binary>`): without it
+//! socket(2) fails and the error says so ([`AfPacketError::Permission`]).
+//!
+//! # Sending ([`TxSocket`])
+//!
+//! A `SOCK_RAW` packet socket with protocol 0, bound to the interface: the frame given is
+//! sent as is (destination MAC first, no FCS), and the socket receives nothing. Options:
+//!
+//! - `PACKET_QDISC_BYPASS` ([`TxOptions::qdisc_bypass`], default on): frames go straight to
+//!   the driver's transmit function, like pktgen, instead of through the interface's queueing
+//!   discipline. pspat *is* the scheduler, so a second one behind it only adds a queue, a
+//!   lock and latency. Side effects: a full device queue drops the frame at once (the
+//!   send fails with ENOBUFS) instead of queueing it in the qdisc, and frames sent this way
+//!   are not seen by packet sockets listening on the interface (tcpdump on the output
+//!   interface shows nothing; [`RxOptions::ignore_outgoing`] is then moot).
+//! - `SO_SNDBUF` ([`TxOptions::sndbuf`]): how many bytes of frames not yet freed by the
+//!   driver the socket may have; a blocking send waits when they are full.
+//!
+//! The socket is blocking: when the socket's send buffer is full the call waits, which is
+//! back-pressure, not loss. ENOBUFS and EAGAIN (the device or its qdisc refused the frame)
+//! are retried a few times after a short spin, then [`TxSocket::send_batch`] returns the
+//! frames sent so far and the caller decides (the backend counts the rest as drops).
+//!
+//! # Receiving ([`RxRing`])
+//!
+//! A `SOCK_RAW` packet socket in TPACKET_V3 mode, bound to the interface with protocol
+//! `ETH_P_ALL` (every frame, whatever its EtherType). The ring is `block_count` blocks of
+//! `block_size` bytes, mapped into our memory:
+//!
+//! ```text
+//!  block 0                block 1                      block n-1
+//! +----------------------+----------------------+ ... +----------------------+
+//! | desc | f0 | f1 | ... | desc | f0 | ...      |     | desc | ...           |
+//! +----------------------+----------------------+ ... +----------------------+
+//!   desc = tpacket_block_desc: status (KERNEL / USER), number of frames, offset of the
+//!          first frame;  fN = tpacket3_hdr (lengths, timestamp, VLAN) + the frame bytes,
+//!          each header giving the offset of the next (frames are packed, not slotted)
+//! ```
+//!
+//! The kernel fills the current block with as many frames as fit, then hands it to us
+//! (status USER) when it is full or when `block_timeout_ms` passed since it was opened,
+//! whichever comes first (so a trickle of frames waits at most about that long, rounded
+//! up to the kernel's timer tick). [`RxRing::wait`] polls until the next block is ours,
+//! [`RxRing::for_each_frame`] walks every block that is ours in ring order and gives each
+//! back (status KERNEL) once its frames were seen. `frame_size` does not slot anything in
+//! V3; the kernel only checks it (a multiple of 16, at least the header size, dividing
+//! into blocks), and frames up to almost a whole block are captured whole.
+//!
+//! **Overrun.** When the kernel needs the next block and it is still ours, it does not
+//! overwrite it: it freezes the queue and drops every frame until we release that block.
+//! Each freeze is counted in [`RxStats::freezes`], each dropped frame in
+//! [`RxStats::drops`]. Nothing already in the ring is lost or corrupted; new frames are.
+//!
+//! Options:
+//!
+//! - `PACKET_ADD_MEMBERSHIP` / `PACKET_MR_PROMISC` ([`RxOptions::promiscuous`], default on):
+//!   a transparent shaper must see frames addressed to any MAC. The membership is the
+//!   socket's: the interface leaves promiscuous mode when the last socket asking for it
+//!   closes.
+//! - `PACKET_IGNORE_OUTGOING` ([`RxOptions::ignore_outgoing`], default on): frames sent
+//!   on the same interface (by anyone on this host) are not captured back; without it,
+//!   a shaper whose input and output share an interface would loop. With a fanout group
+//!   the group's flag `PACKET_FANOUT_FLAG_IGNORE_OUTGOING` is what counts; [`RxRing::open`]
+//!   sets both.
+//! - `PACKET_FANOUT` ([`RxOptions::fanout`]): several rings (one per receiving thread)
+//!   share the interface's frames; [`FanoutMode::Hash`] sends each flow (the kernel's
+//!   flow hash: addresses and ports) always to the same ring, which keeps a flow's frames
+//!   in order. Every member of a group must ask for the same mode and flags. Not used:
+//!   `PACKET_FANOUT_FLAG_DEFRAG`, which would reassemble IP fragments and hand the socket
+//!   the reassembled datagram instead of the frames that were on the wire.
+//!
+//! **VLAN tags.** Linux removes the 802.1Q tag of a received frame before any packet
+//! socket sees it: the driver's VLAN offload does, or else the receive path does it in
+//! software (`skb_vlan_untag`), on every kind of interface, veth included. The ring then
+//! reports the tag aside in `tp_vlan_tci`; [`Frame::vlan_tci`] exposes it (`Some` exactly
+//! when the kernel says it removed one), and [`Frame::data`] is the frame without it. A
+//! shaper forwarding the frame unchanged must re-insert the 4 bytes `81 00 TCI` after the
+//! two MAC addresses (the TPID 0x8100 is an assumption: the removed TPID is not exposed,
+//! and 802.1ad 0x88a8 outer tags are rare on the interfaces pspat shapes). Frames handed to
+//! a [`TxSocket`] are sent as they are, tag included.
+//!
+//! **Timestamps.** [`Frame::ts_ns`] is the kernel's software receive timestamp,
+//! CLOCK_REALTIME in ns — not the engine clock ([`crate::clock`], CLOCK_MONOTONIC).
+//!
+//! # The syscalls
+//!
+//! They live in the private `sys` submodule, the only place of this module with `unsafe`
+//! code, each block with its `// SAFETY:` argument.
+
+mod backend;
+mod frame;
+mod rx;
+mod sys;
+mod tx;
+
+use std::ffi::CString;
+use std::io;
+
+pub use backend::{AfPacket, DEFAULT_DST_IP, DEFAULT_PORT, DEFAULT_SRC_IP};
+pub use frame::Frame;
+pub use rx::{Fanout, FanoutMode, RxOptions, RxRing, RxStats};
+pub use tx::{TxOptions, TxSocket, BATCH};
+
+/// Why an AF_PACKET operation failed. Every variant names the interface and the
+/// operation.
+#[derive(Debug, thiserror::Error)]
+pub enum AfPacketError {
+    /// socket(2) (or another call) was refused: the process lacks `CAP_NET_RAW`.
+    #[error(
+        "{op} on {ifname}: {source}: AF_PACKET needs CAP_NET_RAW \
+         (run as root or `setcap cap_net_raw+ep <binary>`)"
+    )]
+    Permission {
+        /// The interface.
+        ifname: String,
+        /// What was being done (`open AF_PACKET socket`).
+        op: String,
+        /// EPERM or EACCES.
+        #[source]
+        source: io::Error,
+    },
+    /// No interface has this name (in this network namespace).
+    #[error("{op}: no network interface named '{ifname}'")]
+    NoSuchInterface {
+        /// The name asked for.
+        ifname: String,
+        /// What was being done.
+        op: String,
+    },
+    /// Options or arguments the kernel would refuse, explained.
+    #[error("{op} on {ifname}: {why}")]
+    Config {
+        /// The interface.
+        ifname: String,
+        /// What was being done.
+        op: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Any other system-call failure.
+    #[error("{op} on {ifname}: {source}")]
+    Io {
+        /// The interface.
+        ifname: String,
+        /// What was being done (`setsockopt PACKET_RX_RING`, `sendmmsg`).
+        op: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl AfPacketError {
+    /// Classifies an OS error from `op` on `ifname`.
+    pub(crate) fn os(ifname: &str, op: impl Into<String>, source: io::Error) -> Self {
+        let (ifname, op) = (ifname.to_owned(), op.into());
+        match source.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => Self::Permission { ifname, op, source },
+            Some(libc::ENODEV | libc::ENXIO) => Self::NoSuchInterface { ifname, op },
+            _ => Self::Io { ifname, op, source },
+        }
+    }
+
+    pub(crate) fn config(ifname: &str, op: &str, why: impl Into<String>) -> Self {
+        Self::Config {
+            ifname: ifname.to_owned(),
+            op: op.to_owned(),
+            why: why.into(),
+        }
+    }
+}
+
+impl From<AfPacketError> for crate::SendError {
+    fn from(e: AfPacketError) -> Self {
+        match e {
+            AfPacketError::Io { ifname, op, source } => crate::SendError::Io {
+                what: format!("{op} on {ifname}"),
+                source,
+            },
+            other => crate::SendError::Config(other.to_string()),
+        }
+    }
+}
+
+/// Checks an interface name and resolves it: its C form and its index.
+fn resolve(ifname: &str, op: &str) -> Result<(CString, u32), AfPacketError> {
+    if ifname.is_empty() {
+        return Err(AfPacketError::config(ifname, op, "empty interface name"));
+    }
+    if ifname.len() >= libc::IFNAMSIZ {
+        return Err(AfPacketError::config(
+            ifname,
+            op,
+            format!(
+                "interface name of {} bytes; Linux allows at most {}",
+                ifname.len(),
+                libc::IFNAMSIZ - 1
+            ),
+        ));
+    }
+    let cname = CString::new(ifname)
+        .map_err(|_| AfPacketError::config(ifname, op, "NUL byte in the interface name"))?;
+    let index = sys::if_index(&cname).map_err(|e| match e.raw_os_error() {
+        // if_nametoindex reports an unknown name as ENODEV.
+        Some(libc::ENODEV) | Some(libc::ENXIO) => AfPacketError::NoSuchInterface {
+            ifname: ifname.to_owned(),
+            op: op.to_owned(),
+        },
+        _ => AfPacketError::os(ifname, format!("{op}: look up the interface"), e),
+    })?;
+    Ok((cname, index))
+}

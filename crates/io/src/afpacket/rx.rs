@@ -1,0 +1,299 @@
+//! [`RxRing`]: frames from one interface through a TPACKET_V3 ring.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use super::frame::{for_each_in_block, Frame};
+use super::{resolve, sys, AfPacketError};
+
+/// How several rings share an interface's frames (PACKET_FANOUT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FanoutMode {
+    /// By the kernel's flow hash (addresses, ports): a flow always goes to the same ring,
+    /// so its frames stay in order (PACKET_FANOUT_HASH).
+    Hash,
+    /// By the CPU that received the frame (PACKET_FANOUT_CPU).
+    Cpu,
+    /// Round robin over the rings (PACKET_FANOUT_LB): flows are spread and reordered.
+    Lb,
+}
+
+impl FanoutMode {
+    fn raw(self) -> u32 {
+        match self {
+            Self::Hash => libc::PACKET_FANOUT_HASH,
+            Self::Cpu => libc::PACKET_FANOUT_CPU,
+            Self::Lb => libc::PACKET_FANOUT_LB,
+        }
+    }
+}
+
+/// A fanout group to join: rings of one group (same `group` id on the same interface, in
+/// one network namespace) share the frames, each frame going to exactly one of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fanout {
+    /// Group id (per network namespace; unrelated sockets may not use the same one).
+    pub group: u16,
+    /// How frames are spread.
+    pub mode: FanoutMode,
+}
+
+/// How an [`RxRing`] is set up. The defaults suit a 10 Gbit/s interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxOptions {
+    /// Bytes per block: a multiple of the page size (default 1 MiB). A frame longer than a
+    /// block minus its headers is truncated (`Frame::data` shorter than `wire_len`).
+    pub block_size: usize,
+    /// Blocks in the ring (default 64: 64 MiB of unswappable kernel memory while open).
+    pub block_count: usize,
+    /// `tp_frame_size`: only checked by the kernel in TPACKET_V3 (a multiple of 16 that
+    /// divides into `block_size`, at least 64); default 2048.
+    pub frame_size: usize,
+    /// A block that is not full is handed over this long after it was opened (default 1).
+    pub block_timeout_ms: u32,
+    /// Join a fanout group (default none).
+    pub fanout: Option<Fanout>,
+    /// Receive frames for any destination MAC (default `true`).
+    pub promiscuous: bool,
+    /// Do not capture frames sent on this interface (default `true`).
+    pub ignore_outgoing: bool,
+}
+
+impl Default for RxOptions {
+    fn default() -> Self {
+        Self {
+            block_size: 1 << 20,
+            block_count: 64,
+            frame_size: 2048,
+            block_timeout_ms: 1,
+            fanout: None,
+            promiscuous: true,
+            ignore_outgoing: true,
+        }
+    }
+}
+
+/// Receive statistics since the ring was opened (PACKET_STATISTICS, accumulated: the
+/// kernel resets its counters at every read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RxStats {
+    /// Frames that reached the socket, **including** the dropped ones (the kernel counts
+    /// them in both); delivered frames are `packets - drops`.
+    pub packets: u64,
+    /// Frames dropped because the ring was full (or the socket could not take them).
+    pub drops: u64,
+    /// Times the ring froze: the kernel needed a block that we still held.
+    pub freezes: u64,
+}
+
+/// An AF_PACKET TPACKET_V3 receive ring on one interface (see the module documentation).
+pub struct RxRing {
+    // Field order matters: the mapping is unmapped before the socket closes.
+    ring: sys::Ring,
+    fd: OwnedFd,
+    ifname: String,
+    ifindex: u32,
+    /// The next block to look at: blocks are handed over in ring order.
+    next: usize,
+    totals: RxStats,
+}
+
+impl std::fmt::Debug for RxRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RxRing")
+            .field("ifname", &self.ifname)
+            .field("ifindex", &self.ifindex)
+            .field("blocks", &self.ring.count())
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+fn check(ifname: &str, o: &RxOptions) -> Result<(), AfPacketError> {
+    let op = "open AF_PACKET receive ring";
+    let bad = |why: String| Err(AfPacketError::config(ifname, op, why));
+    let page = sys::page_size();
+    let hdr = libc::TPACKET3_HDRLEN;
+    if o.block_size == 0 || o.block_size % page != 0 {
+        return bad(format!(
+            "block_size {} is not a positive multiple of the page size ({page})",
+            o.block_size
+        ));
+    }
+    if o.block_count == 0 {
+        return bad("block_count is 0".into());
+    }
+    if o.frame_size < hdr || o.frame_size % 16 != 0 || o.frame_size > o.block_size {
+        return bad(format!(
+            "frame_size {} must be a multiple of 16, at least {hdr} and at most block_size {}",
+            o.frame_size, o.block_size
+        ));
+    }
+    let fits_u32 = |v: usize| u32::try_from(v).is_ok();
+    let total = o.block_size.checked_mul(o.block_count);
+    let frames = (o.block_size / o.frame_size).checked_mul(o.block_count);
+    if !fits_u32(o.block_size)
+        || !fits_u32(o.block_count)
+        || total.is_none()
+        || !frames.is_some_and(fits_u32)
+    {
+        return bad(format!(
+            "ring of {} blocks of {} bytes is too large",
+            o.block_count, o.block_size
+        ));
+    }
+    Ok(())
+}
+
+impl RxRing {
+    /// Opens a receive ring on `ifname`: socket, TPACKET_V3, the options, the ring, its
+    /// mapping, then the bind to the interface (frames start arriving), promiscuous mode
+    /// and the fanout group.
+    pub fn open(ifname: &str, opts: &RxOptions) -> Result<Self, AfPacketError> {
+        let op = "open AF_PACKET receive ring";
+        let (_, ifindex) = resolve(ifname, op)?;
+        check(ifname, opts)?;
+        let fd = sys::packet_socket().map_err(|e| AfPacketError::os(ifname, op, e))?;
+        let err = |what: &'static str| move |e| AfPacketError::os(ifname, what, e);
+        let sol = libc::SOL_PACKET;
+        sys::set_int(
+            fd.as_fd(),
+            sol,
+            libc::PACKET_VERSION,
+            libc::tpacket_versions::TPACKET_V3 as libc::c_int,
+        )
+        .map_err(err("setsockopt PACKET_VERSION TPACKET_V3"))?;
+        if opts.ignore_outgoing {
+            sys::set_int(fd.as_fd(), sol, libc::PACKET_IGNORE_OUTGOING, 1)
+                .map_err(err("setsockopt PACKET_IGNORE_OUTGOING"))?;
+        }
+        let req = libc::tpacket_req3 {
+            tp_block_size: opts.block_size as u32,
+            tp_block_nr: opts.block_count as u32,
+            tp_frame_size: opts.frame_size as u32,
+            tp_frame_nr: ((opts.block_size / opts.frame_size) * opts.block_count) as u32,
+            tp_retire_blk_tov: opts.block_timeout_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        sys::set_opt(fd.as_fd(), sol, libc::PACKET_RX_RING, &req).map_err(|e| {
+            let hint = if e.raw_os_error() == Some(libc::ENOMEM) {
+                format!(
+                    "setsockopt PACKET_RX_RING ({} x {} bytes: not enough kernel memory)",
+                    opts.block_count, opts.block_size
+                )
+            } else {
+                "setsockopt PACKET_RX_RING".to_owned()
+            };
+            AfPacketError::os(ifname, hint, e)
+        })?;
+        let ring = sys::Ring::map(fd.as_fd(), opts.block_size, opts.block_count)
+            .map_err(err("mmap the receive ring"))?;
+        sys::bind(fd.as_fd(), ifindex, sys::ETH_P_ALL_BE)
+            .map_err(err("bind the receive socket"))?;
+        if opts.promiscuous {
+            let mreq = libc::packet_mreq {
+                mr_ifindex: ifindex as libc::c_int,
+                mr_type: libc::PACKET_MR_PROMISC as libc::c_ushort,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            sys::set_opt(fd.as_fd(), sol, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+                .map_err(err("setsockopt PACKET_ADD_MEMBERSHIP PACKET_MR_PROMISC"))?;
+        }
+        if let Some(f) = opts.fanout {
+            let mut flags = f.mode.raw();
+            if opts.ignore_outgoing {
+                flags |= libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
+            }
+            let arg = (flags << 16 | u32::from(f.group)) as libc::c_int;
+            sys::set_int(fd.as_fd(), sol, libc::PACKET_FANOUT, arg).map_err(|e| {
+                AfPacketError::os(
+                    ifname,
+                    format!(
+                        "setsockopt PACKET_FANOUT (group {}, {:?}; every member of a group \
+                         must use the same mode and ignore_outgoing)",
+                        f.group, f.mode
+                    ),
+                    e,
+                )
+            })?;
+        }
+        Ok(Self {
+            ring,
+            fd,
+            ifname: ifname.to_owned(),
+            ifindex,
+            next: 0,
+            totals: RxStats::default(),
+        })
+    }
+
+    /// Waits up to `timeout` (rounded up to a millisecond; zero: just look) for the next
+    /// block to be handed over. `Ok(true)` if one is ready.
+    pub fn wait(&mut self, timeout: Duration) -> Result<bool, AfPacketError> {
+        if self.ring.is_user(self.next) {
+            return Ok(true);
+        }
+        let ms = timeout.as_nanos().div_ceil(1_000_000);
+        let ms = libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX);
+        sys::poll_in(self.fd.as_fd(), ms)
+            .map_err(|e| AfPacketError::os(&self.ifname, "poll the receive ring", e))?;
+        Ok(self.ring.is_user(self.next))
+    }
+
+    /// Calls `f` for every frame of every block that is ready, in ring order (so in order
+    /// of arrival), and gives each block back to the kernel once its frames were seen.
+    /// Walks at most one lap of the ring. Returns the number of frames.
+    pub fn for_each_frame(&mut self, mut f: impl FnMut(Frame<'_>)) -> usize {
+        let mut frames = 0;
+        for _ in 0..self.ring.count() {
+            let i = self.next;
+            let Some(block) = self.ring.user_block(i) else {
+                break;
+            };
+            frames += for_each_in_block(block, &mut f);
+            self.ring.release(i);
+            self.next = (i + 1) % self.ring.count();
+        }
+        frames
+    }
+
+    /// Statistics since the ring was opened (see [`RxStats`]).
+    pub fn stats(&mut self) -> Result<RxStats, AfPacketError> {
+        let (p, d, fr) = sys::packet_stats_v3(self.fd.as_fd())
+            .map_err(|e| AfPacketError::os(&self.ifname, "getsockopt PACKET_STATISTICS", e))?;
+        self.totals.packets += u64::from(p);
+        self.totals.drops += u64::from(d);
+        self.totals.freezes += u64::from(fr);
+        Ok(self.totals)
+    }
+
+    /// The interface's name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The interface's index.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The socket, for callers that poll it with other descriptors (readable: a block is
+    /// ready).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsFd for RxRing {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for RxRing {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
