@@ -458,7 +458,7 @@ fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_dro
     use pspat_engine::{ClassRef, DummynetStats, SchedRef};
     use pspat_sched::DropReason;
 
-    // sched 1: QFQ at 8 Mbit/s, one instance per source host, at most 2.
+    // sched 1: QFQ at 1 Mbit/s (8 ms per packet), one instance per source host, at most 2.
     // queue 1 (weight 1, 4 packets): destination ports 80-89, one queue per port, at most 2
     // per instance. queue 2 (weight 3): everything else, one queue per source port.
     let per_host = FlowMask {
@@ -475,7 +475,7 @@ fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_dro
     };
     let mut c = Config::default();
     c.schedulers
-        .insert(1, sched(1, "qfq", 8_000_000, per_host, 2));
+        .insert(1, sched(1, "qfq", 1_000_000, per_host, 2));
     let mut q1 = queue(1, 1, 1, per_dport, 2);
     q1.limit = QueueLimit::Packets(4);
     c.flowsets.insert(1, q1);
@@ -516,7 +516,7 @@ fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_dro
 
     let s = ds.scheduler(SchedRef::Sched(1)).expect("sched 1");
     assert_eq!(ds.schedulers.len(), 1);
-    assert_eq!((s.algorithm.as_str(), s.bandwidth_bps), ("qfq", 8_000_000));
+    assert_eq!((s.algorithm.as_str(), s.bandwidth_bps), ("qfq", 1_000_000));
     // Instances: keyed by the masked source address only, hosts 1 and 2.
     let keys: Vec<FlowKey> = s.instances.iter().map(|i| i.key).collect();
     assert_eq!(keys, vec![only_src(1), only_src(2)]);
@@ -567,8 +567,9 @@ fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_dro
         assert_eq!(c.sent_bytes, 1000 * c.sent_pkts);
         assert_eq!((c.backlog_pkts, c.backlog_bytes), (0, 0), "all sent");
     }
-    // 20 packets against a limit of 4 on a link that sends one per ms: most are dropped
-    // (a burst takes microseconds); the roomy queues drop nothing.
+    // 20 packets against a limit of 4 on a link that sends one per 8 ms: most are dropped
+    // (a burst takes microseconds; only a 48 ms stall of this thread would let fewer than
+    // 10 drop); the roomy queues drop nothing.
     for q in &h1.queues[..2] {
         assert!(q.counters.drops.total() >= 10, "{:?}", q.counters);
     }
@@ -606,7 +607,7 @@ fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_dro
     // The table names every level and counter; JSON carries the same.
     let text = ds.to_string();
     for want in [
-        "sched 1 qfq 8.000 Mbit/s: 2 instances, 0 expired",
+        "sched 1 qfq 1.000 Mbit/s: 2 instances, 0 expired",
         "instance ",
         "ip 10.0.0.1/0 -> 0.0.0.0/0",
         "queue 1 weight 1 ip 0.0.0.0/0 -> 0.0.0.0/80: Sent ",
