@@ -52,6 +52,12 @@ pub struct RunArgs {
     /// weights; overrides the scenario's `dummynet`.
     #[arg(long, value_name = "FILE")]
     dummynet: Option<std::path::PathBuf>,
+    /// With a dummynet-style configuration: print its statistics per scheduler instance
+    /// and per queue (like `ipfw sched show`), with the rates since the previous print,
+    /// below the live table every TIME (rounded up to the live table's interval), and once
+    /// more at the end.
+    #[arg(long, value_name = "TIME")]
+    stats_every: Option<String>,
 }
 
 fn usage(e: anyhow::Error) -> anyhow::Error {
@@ -217,6 +223,20 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
             .map_err(usage)?
             .max(1_000_000),
     );
+    let stats_every = match &a.stats_every {
+        Some(_) if sc.dummynet.is_none() => {
+            return Err(Usage(
+                "--stats-every needs a dummynet-style configuration (--dummynet FILE or \
+                 `dummynet` in the scenario): it prints per-instance and per-queue statistics"
+                    .into(),
+            )
+            .into())
+        }
+        Some(t) => Some(Duration::from_nanos(
+            parse_duration_ns(t).map_err(usage)?.max(1_000_000),
+        )),
+        None => None,
+    };
     let backend = pspat_io::parse_backend(&sc.backend).map_err(|e| usage(e.into()))?;
     let (cfg, specs) = sc.engine().map_err(usage)?;
     let tenant_of: Vec<usize> = specs.iter().map(|(t, _)| *t).collect();
@@ -275,6 +295,11 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
     let mut prev = first.clone();
     let mut next_tick = start + interval;
     let mut watch = sc.dummynet.as_ref().map(|d| Reloader::new(&d.path));
+    let mut dn_prev = match stats_every {
+        Some(_) => Some(engine.dummynet_stats().context("dummynet statistics")?),
+        None => None,
+    };
+    let mut next_stats = stats_every.map(|e| start + e);
     let mut reloads = Vec::new();
     while start.elapsed() < run_for && !interrupted.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(20).min(run_for.saturating_sub(start.elapsed())));
@@ -295,6 +320,16 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
             }
             emit(&format!("t={:.1}s\n{t}", start.elapsed().as_secs_f64()))?;
             prev = now;
+            if let (Some(due), Some(every)) = (next_stats, stats_every) {
+                if Instant::now() >= due {
+                    next_stats = Some(due + every);
+                    let ds = engine.dummynet_stats().context("dummynet statistics")?;
+                    if let Some(old) = &dn_prev {
+                        emit(&format!("{ds}{}", ds.rates(old)))?;
+                    }
+                    dn_prev = Some(ds);
+                }
+            }
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -332,7 +367,11 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
     if a.json {
         emit(&serde_json::to_string_pretty(&summary.json())?)
     } else {
-        emit(&summary.text())
+        emit(&summary.text())?;
+        match report.sched.as_ref().and_then(|s| s.dummynet.as_ref()) {
+            Some(ds) if stats_every.is_some() => emit(&format!("final statistics\n{ds}")),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -503,6 +542,7 @@ impl Summary<'_> {
             "tenants": tenants,
             "cpu": self.cpu.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
             "errors": self.errors(),
+            "dummynet": self.report.sched.as_ref().and_then(|s| s.dummynet.as_ref()),
             "reloads": self.reloads.iter().map(|(t, r)| serde_json::json!({
                 "at_s": t,
                 "ok": r.error.is_none(),

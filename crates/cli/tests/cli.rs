@@ -575,6 +575,72 @@ fn run_with_a_dummynet_configuration_follows_its_rules_masks_and_weights() {
 }
 
 #[test]
+fn run_prints_statistics_per_instance_and_queue_of_a_dummynet_configuration() {
+    let sc = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/run-dummynet.toml"
+    );
+    let o = run(&[
+        "run",
+        "--config",
+        sc,
+        "--duration",
+        "0.7s",
+        "--interval",
+        "0.2s",
+        "--stats-every",
+        "0.2s",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // config/run-customers.ipfw: one QFQ+ instance per customer (masked source address),
+    // voice in queue 10 (weight 8, no mask), bulk in queue 11 (one queue per port).
+    for want in [
+        "sched 1 qfq+ 100.000 Mbit/s: 2 instances, 0 expired",
+        "instance ",
+        " ip 10.0.1.1/0 -> 0.0.0.0/0: Sent ",
+        " ip 10.0.1.2/0 -> 0.0.0.0/0: Sent ",
+        "queue 10 weight 8 ip 0.0.0.0/0 -> 0.0.0.0/0: Sent ",
+        "queue 11 weight 1 ip 0.0.0.0/0 -> 0.0.0.0/6003: Sent ",
+        "rates over ",
+        "final statistics",
+    ] {
+        assert!(
+            o.stdout.contains(want),
+            "missing {want:?} in:\n{}",
+            o.stdout
+        );
+    }
+
+    // The JSON account carries the final statistics: what the queues sent is what the
+    // tenants' clients had scheduled (the barred tenant's packets never reach a queue).
+    let o = run(&["run", "--config", sc, "--duration", "0.3s", "--json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let scheduled: u64 = v["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["scheduled"].as_u64().unwrap())
+        .sum();
+    let insts = v["dummynet"]["schedulers"][0]["instances"]
+        .as_array()
+        .unwrap();
+    assert_eq!(insts.len(), 2, "{}", v["dummynet"]);
+    let queued: u64 = insts
+        .iter()
+        .flat_map(|i| i["queues"].as_array().unwrap())
+        .map(|q| q["counters"]["sent_pkts"].as_u64().unwrap())
+        .sum();
+    assert!(scheduled > 0);
+    assert_eq!(queued, scheduled, "{}", v["dummynet"]);
+
+    // Without a configuration there are no instances to show.
+    let o = run(&["run", "--duration", "0.1s", "--stats-every", "1s"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("--stats-every needs"), "{}", o.stderr);
+}
+
+#[test]
 fn run_reloads_the_dummynet_configuration_when_it_changes() {
     let dir = std::env::temp_dir().join(format!("pspat-reload-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

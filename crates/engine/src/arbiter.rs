@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use crate::clock;
 use crate::config::EngineConfig;
+use crate::control::Pending;
 use crate::service::{Service, ServiceSummary};
 use crate::shared::Shared;
 use crate::tx::Transmitter;
@@ -178,10 +179,18 @@ impl<V: Service> Arbiter<V> {
         outcome
     }
 
-    /// Run-time changes queued by the controller, applied between two scans.
+    /// Run-time changes and statistics requests queued by the controller, served between
+    /// two scans.
     fn apply_changes(&mut self, now: u64) {
-        for (change, reply) in self.shared.control.take() {
-            let _ = reply.send(self.svc.apply(change, now));
+        for request in self.shared.control.take() {
+            match request {
+                Pending::Change(change, reply) => {
+                    let _ = reply.send(self.svc.apply(change, now));
+                }
+                Pending::DummynetStats(reply) => {
+                    let _ = reply.send(self.svc.dummynet_stats(now));
+                }
+            }
         }
     }
 

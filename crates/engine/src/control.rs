@@ -6,11 +6,17 @@
 //! between two scans, so a change never lands in the middle of a decision. Only the
 //! controller side and the arbiter's rare take of the queue touch the mutex, which guards
 //! the queue of changes, never packets.
+//!
+//! The same queue carries requests for statistics only the arbiter can build (the
+//! per-instance and per-queue counters of a dummynet-style configuration,
+//! [`crate::dnstats`]): answered between two scans as well, on the request's own channel.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use pspat_sched::FlowParams;
+
+use crate::dnstats::DummynetStats;
 
 /// A change to a running engine.
 #[derive(Clone, Debug)]
@@ -35,8 +41,22 @@ pub enum Change {
     Plan(Arc<pspat_config::classify::Classifier>),
 }
 
-/// A queued change and where its outcome goes.
-pub(crate) type Pending = (Change, mpsc::Sender<Result<(), String>>);
+/// A queued request and where its answer goes.
+pub(crate) enum Pending {
+    /// A change to apply; its outcome.
+    Change(Change, mpsc::Sender<Result<(), String>>),
+    /// A snapshot of a dummynet-style configuration's statistics.
+    DummynetStats(mpsc::Sender<Result<DummynetStats, String>>),
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pending::Change(c, _) => f.debug_tuple("Change").field(c).finish(),
+            Pending::DummynetStats(_) => f.write_str("DummynetStats"),
+        }
+    }
+}
 
 /// The queue of changes between the controller and the arbiter.
 #[derive(Debug, Default)]
@@ -50,13 +70,24 @@ impl ControlBox {
     /// Queues a change; the caller then wakes the arbiter.
     pub(crate) fn push(&self, change: Change) -> mpsc::Receiver<Result<(), String>> {
         let (tx, rx) = mpsc::channel();
+        self.enqueue(Pending::Change(change, tx));
+        rx
+    }
+
+    /// Queues a request for the dummynet statistics; the caller then wakes the arbiter.
+    pub(crate) fn push_stats_request(&self) -> mpsc::Receiver<Result<DummynetStats, String>> {
+        let (tx, rx) = mpsc::channel();
+        self.enqueue(Pending::DummynetStats(tx));
+        rx
+    }
+
+    fn enqueue(&self, p: Pending) {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.push((change, tx));
+        q.push(p);
         // ORDERING: Release, under the lock: the arbiter's Acquire load that sees the flag
         // then takes the lock and finds the change (the lock orders the queue itself; the
         // flag only spares the arbiter the lock when nothing is queued).
         self.flag.store(true, Ordering::Release);
-        rx
     }
 
     /// The arbiter's per-scan check: whether anything is queued.
@@ -68,7 +99,7 @@ impl ControlBox {
         self.flag.load(Ordering::Acquire)
     }
 
-    /// Takes every queued change (arbiter side, when `pending`).
+    /// Takes every queued request (arbiter side, when `pending`).
     pub(crate) fn take(&self) -> Vec<Pending> {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         // ORDERING: Relaxed under the lock: a `push` after this take sets it again.

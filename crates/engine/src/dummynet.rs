@@ -33,6 +33,12 @@
 //! instance's queue map is sized, when the instance is created, for the `max_queues` of the
 //! classes its scheduler had then: a class added later to that scheduler shares what is left
 //! (a full map is a `queue_limit` drop), until idle instances expire and are rebuilt.
+//!
+//! Statistics ([`crate::dnstats`], built on request between two scans): per queue, its
+//! flow's counters in the instance's algorithm; per instance, the algorithm's totals (which
+//! keep what expired queues did) plus the drops of packets that got no queue; per
+//! scheduler, the totals of its retired instances and the drops of packets that got no
+//! instance. The data path counts nothing new but those drops, each where it is decided.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -45,6 +51,9 @@ use pspat_sched::registry::{self, Params};
 use pspat_sched::{Backlog, DropReason, FlowId, FlowParams, SchedStats, Scheduler};
 
 use crate::control::Change;
+use crate::dnstats::{
+    ClassRef, Counters, Drops, DummynetStats, InstanceStats, QueueStats, SchedulerStats,
+};
 use crate::keyring::KeyRings;
 use crate::link::Link;
 use crate::service::{Service, ServiceSummary};
@@ -92,6 +101,12 @@ struct SchedState {
     live: bool,
     /// When a full reclaim of idle instances last ran (as `Instance::reclaimed_ns`).
     reclaimed_ns: u64,
+    /// Totals of its retired instances (statistics).
+    retired: Counters,
+    /// Instances retired.
+    expired_instances: u64,
+    /// Drops of packets that got no instance.
+    unplaced: Drops,
 }
 
 /// One scheduler instance: an algorithm, its link and its queues.
@@ -113,6 +128,14 @@ struct Instance {
     /// When a full reclaim of idle queues last ran (at most one per EXPIRE_EVERY_NS, so a
     /// flood of new flows at the limit costs O(1) per drop).
     reclaimed_ns: u64,
+    /// When it was created (ns).
+    created_ns: u64,
+    /// Per queue slot: when its current queue was created (ns).
+    queue_created_ns: Vec<u64>,
+    /// Drops of packets that got no queue (`queue_limit`, a flow the algorithm refused).
+    drops: Drops,
+    /// Queues removed after their idle time.
+    expired_queues: u64,
 }
 
 /// The dummynet service; see the module docs.
@@ -133,8 +156,12 @@ pub(crate) struct Dummynet {
     /// Per-instance packet capacity (every packet holds a client mailbox slot).
     capacity: u32,
     now: u64,
-    /// Counters of the removed instances, and of passed packets.
+    /// Scheduler counters of the removed instances (for the final summary).
     retired: SchedStats,
+    /// Packets an `allow` rule let through, sent so far.
+    passed: Counters,
+    /// `no_class` drops.
+    no_class: u64,
     expire_cursor: usize,
     next_expire_ns: u64,
 }
@@ -159,6 +186,8 @@ impl Dummynet {
             capacity,
             now: 0,
             retired: SchedStats::default(),
+            passed: Counters::default(),
+            no_class: 0,
             expire_cursor: 0,
             next_expire_ns: 0,
         };
@@ -251,6 +280,9 @@ impl Dummynet {
                         inst_ids: vec![NONE; n as usize],
                         live: true,
                         reclaimed_ns: 0,
+                        retired: Counters::default(),
+                        expired_instances: 0,
+                        unplaced: Drops::default(),
                     });
                 }
             }
@@ -349,6 +381,10 @@ impl Dummynet {
             per_class: vec![0; self.classes.len()],
             ready: false,
             reclaimed_ns: 0,
+            created_ns: self.now,
+            queue_created_ns: vec![0; queues as usize],
+            drops: Drops::default(),
+            expired_queues: 0,
         };
         let id = match self.free_instances.pop() {
             Some(id) => {
@@ -370,7 +406,10 @@ impl Dummynet {
         if let Some(inst) = self.instances[id as usize].take() {
             add_stats(&mut self.retired, &inst.sched.stats());
             let (s, slot) = inst.owner;
-            self.scheds[s].inst_ids[slot as usize] = NONE;
+            let st = &mut self.scheds[s];
+            st.retired.add(&instance_totals(&inst));
+            st.expired_instances += 1;
+            st.inst_ids[slot as usize] = NONE;
             self.free_instances.push(id);
         }
     }
@@ -429,6 +468,7 @@ fn expire_queues(inst: &mut Instance, classes: &[ClassState], now: u64, budget: 
         flows,
         last_ns,
         per_class,
+        expired_queues,
         ..
     } = inst;
     let mut gone = Vec::new();
@@ -447,10 +487,72 @@ fn expire_queues(inst: &mut Instance, classes: &[ClassState], now: u64, budget: 
     );
     for q in gone {
         if let Some((f, c)) = flows[q as usize].take() {
+            // The flow's counters stay in the algorithm's totals (its flow table keeps
+            // what removed flows sent and dropped).
             let _ = sched.remove_flow(f);
             per_class[c] -= 1;
+            *expired_queues += 1;
         }
     }
+}
+
+/// The queue slot of class slot `slot` (code `code`) for `key` in `inst`, created if
+/// needed, or why the packet gets none.
+#[inline]
+fn queue_of(
+    inst: &mut Instance,
+    classes: &[ClassState],
+    slot: usize,
+    code: u32,
+    key: &FlowKey,
+    now: u64,
+) -> Result<usize, Drop> {
+    let class = &classes[slot];
+    let masked = key.masked(&class.class.mask);
+    let qkey = (code, masked);
+    let hash = masked.hash64() ^ u64::from(code).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut got = inst.queues.get_or_insert(qkey, hash, now);
+    let at_limit = |inst: &Instance, got: &Result<(u32, bool), _>| match got {
+        Ok((_, true)) => inst.per_class[slot] >= class.class.max_queues,
+        Ok((_, false)) => false,
+        Err(_) => true,
+    };
+    if at_limit(inst, &got) {
+        // At the limit: reclaim idle queues first (the periodic expiry may not have run
+        // while the arbiter slept), then try once more.
+        if let Ok((q, true)) = got {
+            inst.queues.remove(q);
+        }
+        if now.saturating_sub(inst.reclaimed_ns) < EXPIRE_EVERY_NS {
+            return Err(Drop::QueueLimit);
+        }
+        inst.reclaimed_ns = now;
+        let budget = inst.queues.capacity() as usize;
+        expire_queues(inst, classes, now, budget);
+        got = inst.queues.get_or_insert(qkey, hash, now);
+        if at_limit(inst, &got) {
+            if let Ok((q, true)) = got {
+                inst.queues.remove(q);
+            }
+            return Err(Drop::QueueLimit);
+        }
+    }
+    let (q, new) = got.map_err(|_| Drop::QueueLimit)?;
+    let q = q as usize;
+    if new {
+        match inst.sched.add_flow(class.params) {
+            Ok(f) => {
+                inst.flows[q] = Some((f, slot));
+                inst.per_class[slot] += 1;
+                inst.queue_created_ns[q] = now;
+            }
+            Err(_) => {
+                inst.queues.remove(q as u32);
+                return Err(Drop::Sched(DropReason::UnknownFlow));
+            }
+        }
+    }
+    Ok(q)
 }
 
 impl Service for Dummynet {
@@ -465,58 +567,33 @@ impl Service for Dummynet {
         }
         let slot = match self.class_of_code.get(p.flow as usize) {
             Some(&s) if s != NONE && self.classes[s as usize].live => s as usize,
-            _ => return Err(Drop::NoClass),
+            _ => {
+                self.no_class += 1;
+                return Err(Drop::NoClass);
+            }
         };
         let key = FlowKey::from_words(self.keys.get(p.client, key_seq));
-        let id = self.instance(self.classes[slot].sched, &key)?;
-        let class = &self.classes[slot];
+        let s = self.classes[slot].sched;
+        let id = match self.instance(s, &key) {
+            Ok(id) => id,
+            Err(d) => {
+                self.scheds[s].unplaced.add(d, 1);
+                return Err(d);
+            }
+        };
         let inst = self.instances[id as usize]
             .as_mut()
             .expect("instance ids in the maps are live");
-        let masked = key.masked(&class.class.mask);
-        let qkey = (p.flow, masked);
-        let hash = masked.hash64() ^ u64::from(p.flow).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let mut got = inst.queues.get_or_insert(qkey, hash, now);
-        let at_limit = |inst: &Instance, got: &Result<(u32, bool), _>| match got {
-            Ok((_, true)) => inst.per_class[slot] >= class.class.max_queues,
-            Ok((_, false)) => false,
-            Err(_) => true,
+        let q = match queue_of(inst, &self.classes, slot, p.flow, &key, now) {
+            Ok(q) => q,
+            Err(d) => {
+                inst.drops.add(d, 1);
+                return Err(d);
+            }
         };
-        if at_limit(inst, &got) {
-            // At the limit: reclaim idle queues first (the periodic expiry may not have
-            // run while the arbiter slept), then try once more.
-            if let Ok((q, true)) = got {
-                inst.queues.remove(q);
-            }
-            if now.saturating_sub(inst.reclaimed_ns) < EXPIRE_EVERY_NS {
-                return Err(Drop::QueueLimit);
-            }
-            inst.reclaimed_ns = now;
-            let budget = inst.queues.capacity() as usize;
-            expire_queues(inst, &self.classes, now, budget);
-            got = inst.queues.get_or_insert(qkey, hash, now);
-            if at_limit(inst, &got) {
-                if let Ok((q, true)) = got {
-                    inst.queues.remove(q);
-                }
-                return Err(Drop::QueueLimit);
-            }
-        }
-        let (q, new) = got.map_err(|_| Drop::QueueLimit)?;
-        if new {
-            match inst.sched.add_flow(class.params) {
-                Ok(f) => {
-                    inst.flows[q as usize] = Some((f, slot));
-                    inst.per_class[slot] += 1;
-                }
-                Err(_) => {
-                    inst.queues.remove(q);
-                    return Err(Drop::Sched(DropReason::UnknownFlow));
-                }
-            }
-        }
-        inst.last_ns[q as usize] = now;
-        let (f, _) = inst.flows[q as usize].expect("a queue in the map has a flow");
+        inst.last_ns[q] = now;
+        let (f, _) = inst.flows[q].expect("a queue in the map has a flow");
+        // A refusal is counted by the algorithm, against the flow (the queue's counters).
         inst.sched
             .enqueue(f, p)
             .map_err(|r| Drop::Sched(r.reason))?;
@@ -555,8 +632,8 @@ impl Service for Dummynet {
     fn charge(&mut self, p: &mut Pkt) {
         if self.last == NONE {
             p.depart_ns = self.now.max(p.submit_ns);
-            self.retired.sent_pkts += 1;
-            self.retired.sent_bytes += u64::from(p.len);
+            self.passed.sent_pkts += 1;
+            self.passed.sent_bytes += u64::from(p.len);
             return;
         }
         let id = self.last;
@@ -627,6 +704,8 @@ impl Service for Dummynet {
 
     fn summary(&self) -> ServiceSummary {
         let mut stats = self.retired.clone();
+        stats.sent_pkts += self.passed.sent_pkts;
+        stats.sent_bytes += self.passed.sent_bytes;
         let mut backlog = Backlog::default();
         for inst in self.instances.iter().flatten() {
             add_stats(&mut stats, &inst.sched.stats());
@@ -640,8 +719,97 @@ impl Service for Dummynet {
             algorithm: "dummynet",
             stats,
             backlog,
+            dummynet: Some(self.stats(self.now)),
         }
     }
+
+    fn dummynet_stats(&self, now: u64) -> Result<DummynetStats, String> {
+        Ok(self.stats(now))
+    }
+}
+
+impl Dummynet {
+    /// A snapshot of every scheduler, instance and queue (control path: allocates).
+    fn stats(&self, now: u64) -> DummynetStats {
+        let schedulers = self
+            .scheds
+            .iter()
+            .map(|st| {
+                let mut instances: Vec<InstanceStats> = st
+                    .inst_ids
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &id)| id != NONE)
+                    .filter_map(|(slot, &id)| {
+                        let inst = self.instances[id as usize].as_ref()?;
+                        let key = st.instances.key(slot as u32)?;
+                        Some(self.instance_stats(id, key, inst))
+                    })
+                    .collect();
+                instances.sort_by_key(|i| i.key.to_words());
+                SchedulerStats {
+                    sched: st.sched.origin.into(),
+                    live: st.live,
+                    algorithm: st.sched.algorithm.clone(),
+                    bandwidth_bps: st.sched.bandwidth_bps,
+                    instances,
+                    expired_instances: st.expired_instances,
+                    retired: st.retired,
+                    unplaced: st.unplaced,
+                }
+            })
+            .collect();
+        let mut passed = self.passed;
+        passed.backlog_pkts = self.pass.len() as u64;
+        passed.backlog_bytes = self.pass.iter().map(|p| u64::from(p.len)).sum();
+        DummynetStats {
+            at_ns: now,
+            schedulers,
+            passed,
+            no_class_drops: self.no_class,
+        }
+    }
+
+    fn instance_stats(&self, id: u32, key: FlowKey, inst: &Instance) -> InstanceStats {
+        let mut queues: Vec<QueueStats> = inst
+            .flows
+            .iter()
+            .enumerate()
+            .filter_map(|(q, fc)| {
+                let (f, c) = (*fc)?;
+                let (_, qkey) = inst.queues.key(q as u32)?;
+                let counters = Counters::of_flow(&inst.sched.flow_stats(f)?);
+                Some(QueueStats {
+                    class: ClassRef::from(self.classes[c].class.origin),
+                    key: qkey,
+                    weight: inst
+                        .sched
+                        .flow_params(f)
+                        .map_or(self.classes[c].params.weight, |p| p.weight),
+                    created_ns: inst.queue_created_ns[q],
+                    last_ns: inst.last_ns[q],
+                    counters,
+                })
+            })
+            .collect();
+        queues.sort_by_key(|q| (q.class, q.key.to_words()));
+        InstanceStats {
+            id,
+            key,
+            created_ns: inst.created_ns,
+            totals: instance_totals(inst),
+            queues,
+            expired_queues: inst.expired_queues,
+        }
+    }
+}
+
+/// Everything an instance did: its algorithm's totals (expired queues included) and the
+/// drops of packets that got no queue.
+fn instance_totals(inst: &Instance) -> Counters {
+    let mut c = Counters::of_sched(&inst.sched.stats());
+    c.drops.add_all(&inst.drops);
+    c
 }
 
 fn add_stats(into: &mut SchedStats, s: &SchedStats) {

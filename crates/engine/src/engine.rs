@@ -17,8 +17,9 @@ use crate::clock;
 use crate::config::{EngineConfig, Handoff};
 use crate::control::Change;
 use crate::dispatcher;
+use crate::dnstats::DummynetStats;
 use crate::dummynet::Dummynet;
-use crate::service::Single;
+use crate::service::{Single, NOT_DUMMYNET};
 use crate::shared::Shared;
 use crate::stats::ClientSnapshot;
 use crate::tx::Transmitter;
@@ -56,6 +57,9 @@ pub enum EngineError {
     },
 }
 
+/// Longest wait for the arbiter's answer to [`Engine::dummynet_stats`].
+const STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Most clients an engine takes (client ids travel in 32 bits; the activity bitmap and
 /// counters are sized for this many).
 pub const MAX_CLIENTS: usize = 1 << 20;
@@ -75,6 +79,9 @@ pub struct SchedSummary {
     pub stashed: bool,
     /// The last backend error seen by the arbiter's sender, if any.
     pub send_error: Option<String>,
+    /// Dummynet-style configurations: the per-scheduler, per-instance and per-queue
+    /// statistics when the arbiter stopped (as [`Engine::dummynet_stats`]).
+    pub dummynet: Option<DummynetStats>,
 }
 
 /// Counters of the whole engine at one instant.
@@ -365,6 +372,49 @@ impl Engine {
         Ok(())
     }
 
+    /// Statistics per scheduler, scheduler instance and queue of an engine running a
+    /// dummynet-style configuration, like `ipfw sched show` or `tc -s class show` (see
+    /// [`crate::dnstats`]).
+    ///
+    /// The arbiter builds the snapshot between two scans, so its counters are consistent
+    /// with each other; this call waits for it (at most the time the arbiter spends
+    /// asleep until a busy link is free, typically well under a millisecond, plus the
+    /// copy of every instance and queue). An engine running one algorithm on one link
+    /// gets an error saying so; an arbiter that has stopped (it panicked) gets an error
+    /// rather than a wait.
+    pub fn dummynet_stats(&self) -> Result<DummynetStats, EngineError> {
+        if self.shared.classifier.load().is_none() {
+            return Err(EngineError::Config(NOT_DUMMYNET.into()));
+        }
+        let gone = || {
+            EngineError::Config("the arbiter has stopped: no dummynet statistics to report".into())
+        };
+        let reply = self.shared.control.push_stats_request();
+        self.shared.arbiter.0.unpark();
+        let deadline = std::time::Instant::now() + STATS_TIMEOUT;
+        loop {
+            match reply.recv_timeout(std::time::Duration::from_millis(20)) {
+                Ok(r) => return r.map_err(EngineError::Config),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err(gone()),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    let finished = match &self.arbiter {
+                        Some(h) => h.is_finished(),
+                        None => true,
+                    };
+                    if finished {
+                        return Err(gone());
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        return Err(EngineError::Config(format!(
+                            "the arbiter did not answer a statistics request within {} s",
+                            STATS_TIMEOUT.as_secs()
+                        )));
+                    }
+                }
+            }
+        }
+    }
+
     /// The latency histogram (ns, submit to transmit) of a tracked client, as published
     /// so far (every 50 ms by each transmitting thread).
     pub fn latency(&self, client: usize) -> Option<Histogram<u64>> {
@@ -522,6 +572,7 @@ fn summary(exit: crate::arbiter::ArbiterExit) -> SchedSummary {
         members_left: exit.members_left,
         stashed: exit.stashed,
         send_error: exit.send_error,
+        dummynet: exit.service.dummynet,
     }
 }
 

@@ -13,6 +13,7 @@
 //! | `arbiter.rs` | `do_scan()`: drain, schedule, emulate the link, hand off | 3.4, Fig. 5 |
 //! | `service.rs` | the algorithm and link(s) the arbiter schedules onto | 3.4 |
 //! | `dummynet.rs` | dummynet-style configurations: instances, dynamic queues (stage 2) | |
+//! | `dnstats.rs` | their statistics per scheduler, instance and queue (`tc -s`) | |
 //! | `keyring.rs` | how a client hands the arbiter a packet's 5-tuple | |
 //! | `link.rs` | the leaky-bucket link | 3.4 |
 //! | `control.rs` | run-time changes (rates, weights, configurations) | |
@@ -34,6 +35,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 mod dispatcher;
+pub mod dnstats;
 pub mod dummynet;
 pub mod engine;
 pub mod keyring;
@@ -52,5 +54,9 @@ pub use arbiter::ScanOutcome;
 pub use client::{Accepted, Client, SubmitError};
 pub use config::{ClientConfig, EngineConfig, Handoff};
 pub use control::Change;
+pub use dnstats::{
+    ClassRef, Counters, Drops, DummynetRates, DummynetStats, InstanceStats, QueueStats, Rate,
+    SchedRef, SchedulerStats,
+};
 pub use engine::{Engine, EngineError, EngineReport, EngineSnapshot, SchedSummary};
 pub use lock::{LockClient, LockStats, LockedEngine};

@@ -522,6 +522,7 @@ impl LockedEngine {
                 members_left: 0,
                 stashed: false,
                 send_error,
+                dummynet: None,
             }),
             dispatcher_errors: Vec::new(),
         }

@@ -15,6 +15,7 @@ use pspat_io::Pkt;
 use pspat_sched::{Backlog, FlowId, SchedStats, Scheduler};
 
 use crate::control::Change;
+use crate::dnstats::DummynetStats;
 use crate::link::Link;
 use crate::stats::Drop;
 
@@ -49,7 +50,19 @@ pub(crate) trait Service {
     fn refused(&self, p: Pkt) -> Pkt {
         p
     }
+    /// Per-scheduler, per-instance and per-queue statistics of a dummynet-style
+    /// configuration ([`crate::dnstats`]), taken at `now`; the error says why there are
+    /// none.
+    fn dummynet_stats(&self, _now: u64) -> Result<DummynetStats, String> {
+        Err(NOT_DUMMYNET.into())
+    }
 }
+
+/// Why an engine without a dummynet-style configuration has no per-instance statistics.
+pub(crate) const NOT_DUMMYNET: &str =
+    "this engine runs one scheduler on one link, not a dummynet-style configuration: it has \
+     no scheduler instances or dynamic queues to report (use Engine::snapshot for its \
+     per-client counters)";
 
 /// What a service reports when the arbiter stops.
 #[derive(Clone, Debug)]
@@ -57,6 +70,8 @@ pub(crate) struct ServiceSummary {
     pub(crate) algorithm: &'static str,
     pub(crate) stats: SchedStats,
     pub(crate) backlog: Backlog,
+    /// Dummynet-style configurations: the final per-instance and per-queue statistics.
+    pub(crate) dummynet: Option<DummynetStats>,
 }
 
 /// One algorithm on one link.
@@ -158,6 +173,7 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
             algorithm: self.sched.info().name,
             stats: self.sched.stats(),
             backlog: self.sched.backlog(),
+            dummynet: None,
         }
     }
 }

@@ -417,3 +417,369 @@ fn idle_queues_expire_and_free_their_place() {
     drop(cl);
     engine.stop(false);
 }
+
+// ---- Statistics per scheduler, instance and queue (dnstats.rs) ----
+
+/// `10.0.0.last:sport -> 10.1.0.1:dport`, UDP.
+fn key_ports(last: u8, src_port: u16, dst_port: u16) -> FlowKey {
+    FlowKey::v4(
+        u32::from_be_bytes([10, 0, 0, last]),
+        0x0a01_0001,
+        src_port,
+        dst_port,
+        17,
+    )
+}
+
+/// A key with only the given source address (the masked key of `mask src-ip 0xffffffff`).
+fn only_src(last: u8) -> FlowKey {
+    FlowKey::v4(u32::from_be_bytes([10, 0, 0, last]), 0, 0, 0, 0)
+}
+
+/// Waits until every packet submitted is sent or dropped (5 s at most).
+fn wait_accounted(engine: &Engine) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = engine.snapshot();
+        let (sub, done): (u64, u64) = s.clients.iter().fold((0, 0), |(a, b), c| {
+            (a + c.submitted, b + c.scheduled + c.dropped_total())
+        });
+        if sub == done || Instant::now() > deadline {
+            assert_eq!(sub, done, "packets still queued after 5 s");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_drops() {
+    use pspat_engine::stats::ClientSnapshot;
+    use pspat_engine::{ClassRef, DummynetStats, SchedRef};
+    use pspat_sched::DropReason;
+
+    // sched 1: QFQ at 1 Mbit/s (8 ms per packet), one instance per source host, at most 2.
+    // queue 1 (weight 1, 4 packets): destination ports 80-89, one queue per port, at most 2
+    // per instance. queue 2 (weight 3): everything else, one queue per source port.
+    let per_host = FlowMask {
+        src_ip: 0xffff_ffff,
+        ..FlowMask::default()
+    };
+    let per_dport = FlowMask {
+        dst_port: 0xffff,
+        ..FlowMask::default()
+    };
+    let per_sport = FlowMask {
+        src_port: 0xffff,
+        ..FlowMask::default()
+    };
+    let mut c = Config::default();
+    c.schedulers
+        .insert(1, sched(1, "qfq", 1_000_000, per_host, 2));
+    let mut q1 = queue(1, 1, 1, per_dport, 2);
+    q1.limit = QueueLimit::Packets(4);
+    c.flowsets.insert(1, q1);
+    c.flowsets.insert(2, queue(2, 1, 3, per_sport, 8));
+    c.rules.push(Rule {
+        number: 100,
+        action: Action::Queue(Target::Id(1)),
+        matcher: Match {
+            dst_ports: vec![pspat_config::PortRange { lo: 80, hi: 89 }],
+            ..Match::default()
+        },
+    });
+    c.default_action = Action::Queue(Target::Id(2));
+    let (engine, mut clients) = start(c, 1);
+    let mut cl = clients.pop().unwrap();
+    // (key, packets): host 1 to ports 80 and 81 (queue 1, 20 packets each against a limit
+    // of 4: limit drops), to port 82 (a third queue of queue 1: all 20 are queue_limit
+    // drops, ports 80 and 81 arrived first), and from source ports 5000 and 5001 to port
+    // 5353 (queue 2); host 2 to port 80; host 3 is a third instance: instance_limit.
+    let traffic = [
+        (key_ports(1, 7000, 80), 20u64),
+        (key_ports(1, 7000, 81), 20),
+        (key_ports(1, 7000, 82), 20),
+        (key_ports(1, 5000, 5353), 6),
+        (key_ports(1, 5001, 5353), 7),
+        (key_ports(2, 7000, 80), 3),
+        (key_ports(3, 7000, 80), 4),
+    ];
+    for (k, n) in &traffic {
+        for _ in 0..*n {
+            cl.submit_key(k, 1000, Direction::Out).unwrap();
+        }
+    }
+    wait_accounted(&engine);
+    let ds: DummynetStats = engine.dummynet_stats().unwrap();
+    let snap = engine.snapshot();
+    let sum = |f: fn(&ClientSnapshot) -> u64| -> u64 { snap.clients.iter().map(f).sum() };
+
+    let s = ds.scheduler(SchedRef::Sched(1)).expect("sched 1");
+    assert_eq!(ds.schedulers.len(), 1);
+    assert_eq!((s.algorithm.as_str(), s.bandwidth_bps), ("qfq", 1_000_000));
+    // Instances: keyed by the masked source address only, hosts 1 and 2.
+    let keys: Vec<FlowKey> = s.instances.iter().map(|i| i.key).collect();
+    assert_eq!(keys, vec![only_src(1), only_src(2)]);
+    assert_eq!(s.unplaced.get(Drop::InstanceLimit), 4, "host 3's packets");
+    let (h1, h2) = (&s.instances[0], &s.instances[1]);
+    // Queues: (class, masked key, weight) and what each was sent.
+    let dport = |p: u16| FlowKey {
+        dst_port: p,
+        ..FlowKey::default()
+    };
+    let sport = |p: u16| FlowKey {
+        src_port: p,
+        ..FlowKey::default()
+    };
+    let got: Vec<(ClassRef, FlowKey, u32)> = h1
+        .queues
+        .iter()
+        .map(|q| (q.class, q.key, q.weight))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (ClassRef::Flowset(1), dport(80), 1),
+            (ClassRef::Flowset(1), dport(81), 1),
+            (ClassRef::Flowset(2), sport(5000), 3),
+            (ClassRef::Flowset(2), sport(5001), 3),
+        ]
+    );
+    assert_eq!(h2.queues.len(), 1);
+    assert_eq!(
+        (h2.queues[0].class, h2.queues[0].key),
+        (ClassRef::Flowset(1), dport(80))
+    );
+    // Every packet that reached a queue is sent or dropped there: per queue, sent + drops
+    // is what was submitted to it, and drops are the queue's limit, nothing else.
+    for (q, want) in h1
+        .queues
+        .iter()
+        .zip([20, 20, 6, 7])
+        .chain([(&h2.queues[0], 3)])
+    {
+        let c = &q.counters;
+        assert_eq!(c.sent_pkts + c.drops.total(), want, "{:?}", q.key);
+        assert_eq!(
+            c.drops.total(),
+            c.drops.get(Drop::Sched(DropReason::FlowPacketLimit))
+        );
+        assert_eq!(c.sent_bytes, 1000 * c.sent_pkts);
+        assert_eq!((c.backlog_pkts, c.backlog_bytes), (0, 0), "all sent");
+    }
+    // 20 packets against a limit of 4 on a link that sends one per 8 ms: most are dropped
+    // (a burst takes microseconds; only a 48 ms stall of this thread would let fewer than
+    // 10 drop); the roomy queues drop nothing.
+    for q in &h1.queues[..2] {
+        assert!(q.counters.drops.total() >= 10, "{:?}", q.counters);
+    }
+    for q in h1.queues[2..].iter().chain(&h2.queues) {
+        assert_eq!(q.counters.drops.total(), 0, "{:?}", q.counters);
+    }
+    // Port 82 got no queue: its drops are the instance's.
+    assert_eq!(h1.totals.drops.get(Drop::QueueLimit), 20);
+    // An instance's totals are its queues plus its queue_limit drops.
+    for i in &s.instances {
+        let mut sum_q = pspat_engine::Counters::default();
+        for q in &i.queues {
+            sum_q.add(&q.counters);
+        }
+        sum_q
+            .drops
+            .add(Drop::QueueLimit, i.totals.drops.get(Drop::QueueLimit));
+        assert_eq!(i.totals, sum_q);
+        assert_eq!(i.expired_queues, 0);
+    }
+    // The totals are the engine's, counted independently per client.
+    let t = ds.totals();
+    assert_eq!(t.sent_pkts, sum(|c| c.scheduled));
+    assert_eq!(t.sent_bytes, sum(|c| c.scheduled_bytes));
+    for d in Drop::all() {
+        assert_eq!(
+            t.drops.get(d),
+            snap.clients.iter().map(|c| c.dropped_by(d)).sum::<u64>(),
+            "{}",
+            d.name()
+        );
+    }
+    assert_eq!(t.sent_pkts + t.drops.total(), 80);
+
+    // The table names every level and counter; JSON carries the same.
+    let text = ds.to_string();
+    for want in [
+        "sched 1 qfq 1.000 Mbit/s: 2 instances, 0 expired",
+        "instance ",
+        "ip 10.0.0.1/0 -> 0.0.0.0/0",
+        "queue 1 weight 1 ip 0.0.0.0/0 -> 0.0.0.0/80: Sent ",
+        "queue 2 weight 3 ip 0.0.0.0/5001 -> 0.0.0.0/0: Sent 7000 bytes 7 pkt (dropped 0) \
+         backlog 0b 0p",
+        "flow_packet_limit ",
+        "queue_limit 20",
+        "unplaced drops 4, instance_limit 4",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    let json = serde_json::to_value(&ds).unwrap();
+    let q = &json["schedulers"][0]["instances"][0]["queues"][0];
+    assert_eq!(q["class"]["flowset"], 1);
+    assert_eq!(q["key"]["dst_port"], 80);
+    assert_eq!(
+        json["schedulers"][0]["instances"][0]["key"]["src"],
+        "10.0.0.1"
+    );
+    assert_eq!(
+        json["schedulers"][0]["unplaced"]["instance_limit"], 4,
+        "{json}"
+    );
+
+    // The final report carries the same figures.
+    drop(cl);
+    let report = engine.stop(true);
+    let last = report.sched.unwrap().dummynet.expect("dummynet statistics");
+    assert_eq!(last.totals(), t);
+}
+
+#[test]
+fn expired_queues_and_retired_instances_keep_their_counters() {
+    use pspat_engine::SchedRef;
+
+    // One instance per source host; one queue per destination port, idle after 1 ms.
+    let per_host = FlowMask {
+        src_ip: 0xffff_ffff,
+        ..FlowMask::default()
+    };
+    let per_dport = FlowMask {
+        dst_port: 0xffff,
+        ..FlowMask::default()
+    };
+    let mut c = Config::default();
+    c.schedulers.insert(1, sched(1, "drr", 0, per_host, 4));
+    let mut q = queue(1, 1, 1, per_dport, 4);
+    q.idle_ns = 1_000_000;
+    c.flowsets.insert(1, q);
+    c.default_action = Action::Queue(Target::Id(1));
+    let (engine, mut clients) = start(c.clone(), 1);
+    let mut cl = clients.pop().unwrap();
+    for (k, n) in [(key(1, 80), 5), (key(1, 81), 6), (key(2, 80), 7)] {
+        for _ in 0..n {
+            cl.submit_key(&k, 100, Direction::Out).unwrap();
+        }
+    }
+    wait_accounted(&engine);
+    let before = engine.dummynet_stats().unwrap();
+    let s = before.scheduler(SchedRef::Sched(1)).unwrap();
+    // (Some queues may have expired already: the arbiter wakes every 200 ms anyway.)
+    let queues: u64 = s
+        .instances
+        .iter()
+        .map(|i| i.queues.len() as u64 + i.expired_queues)
+        .sum();
+    assert_eq!((s.instances.len(), queues), (2, 3), "{before}");
+    assert_eq!(before.totals().sent_pkts, 18);
+
+    // Poll until the queues expired (each request wakes the arbiter, whose scans run the
+    // expiry); the instances (idle after 10 s) stay.
+    let poll = |done: &dyn Fn(&pspat_engine::DummynetStats) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let d = engine.dummynet_stats().unwrap();
+            if done(&d) || Instant::now() > deadline {
+                return d;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let mid = poll(&|d| {
+        d.schedulers[0]
+            .instances
+            .iter()
+            .all(|i| i.queues.is_empty())
+    });
+    let s = &mid.schedulers[0];
+    assert_eq!(s.instances.len(), 2, "{mid}");
+    assert!(s.instances.iter().all(|i| i.queues.is_empty()), "{mid}");
+    let expired: Vec<(u64, u64)> = s
+        .instances
+        .iter()
+        .map(|i| (i.expired_queues, i.totals.sent_pkts))
+        .collect();
+    assert_eq!(expired, vec![(2, 11), (1, 7)], "{mid}");
+    assert_eq!(mid.totals(), before.totals(), "nothing goes backwards");
+
+    // The scheduler's idle time becomes 1 ms (a live change): the instances retire and
+    // their totals move to the scheduler's retired counters.
+    c.schedulers.get_mut(&1).unwrap().idle_ns = 1_000_000;
+    engine.reconfigure(Change::Config(Arc::new(c))).unwrap();
+    let after = poll(&|d| d.schedulers[0].instances.is_empty());
+    let s = &after.schedulers[0];
+    assert!(s.instances.is_empty(), "{after}");
+    assert_eq!(s.expired_instances, 2);
+    assert_eq!((s.retired.sent_pkts, s.retired.sent_bytes), (18, 1800));
+    assert_eq!(after.totals(), before.totals(), "nothing goes backwards");
+    // And a new packet makes a new instance whose counters start from zero.
+    cl.submit_key(&key(1, 80), 100, Direction::Out).unwrap();
+    wait_accounted(&engine);
+    let again = engine.dummynet_stats().unwrap();
+    let s = &again.schedulers[0];
+    assert_eq!(s.instances.len(), 1);
+    assert_eq!(s.instances[0].totals.sent_pkts, 1);
+    assert!(s.instances[0].created_ns > before.at_ns);
+    assert_eq!(again.totals().sent_pkts, 19);
+    drop(cl);
+    engine.stop(false);
+}
+
+#[test]
+fn rates_between_two_snapshots_follow_the_weights() {
+    // QFQ at 16 Mbit/s; queue 1 (weight 1) makes one queue per destination port, queue 2
+    // has weight 3: 1:1:3 of the link, 3.2, 3.2 and 9.6 Mbit/s.
+    let per_dport = FlowMask {
+        dst_port: 0xffff,
+        ..FlowMask::default()
+    };
+    let mut c = Config::default();
+    c.schedulers
+        .insert(1, sched(1, "qfq", 16_000_000, FlowMask::default(), 1));
+    c.flowsets.insert(1, queue(1, 1, 1, per_dport, 4));
+    c.flowsets.insert(2, queue(2, 1, 3, FlowMask::default(), 1));
+    c.rules
+        .push(from_host(100, Action::Queue(Target::Id(1)), 1));
+    c.rules
+        .push(from_host(100, Action::Queue(Target::Id(2)), 2));
+    let (engine, clients) = start(c, 3);
+    let senders = Senders::start(clients, vec![key(1, 80), key(1, 81), key(2, 80)]);
+    std::thread::sleep(Duration::from_millis(100));
+    let a = engine.dummynet_stats().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let b = engine.dummynet_stats().unwrap();
+    senders.finish();
+    engine.stop(false);
+    let r = b.rates(&a);
+    assert!(near(r.interval_ns as f64, 3e8, 0.5), "{r}");
+    assert!(near(r.schedulers[0].rate.bps, 16e6, 0.05), "{r}");
+    let i = &r.schedulers[0].instances[0];
+    assert!(near(i.rate.bps, 16e6, 0.05), "{r}");
+    let q: Vec<f64> = i.queues.iter().map(|q| q.rate.bps).collect();
+    assert_eq!(q.len(), 3, "{r}");
+    for (got, want) in q.iter().zip([3.2e6, 3.2e6, 9.6e6]) {
+        assert!(near(*got, want, 0.1), "{r}");
+    }
+    // 1000-byte packets: 8000 bits each.
+    for q in &i.queues {
+        assert!(near(q.rate.pps * 8000.0, q.rate.bps, 1e-9), "{r}");
+    }
+}
+
+#[test]
+fn an_engine_without_a_configuration_has_no_dummynet_statistics() {
+    let cfg = EngineConfig::new(
+        "fifo",
+        vec![pspat_sched::FlowParams::weighted(1)],
+        vec![ClientConfig::default()],
+    );
+    let (engine, _clients) = Engine::start(&cfg, Arc::new(NullBackend)).unwrap();
+    let e = engine.dummynet_stats().unwrap_err().to_string();
+    assert!(e.contains("not a dummynet-style configuration"), "{e}");
+    let report = engine.stop(false);
+    assert!(report.sched.unwrap().dummynet.is_none());
+}

@@ -1,0 +1,808 @@
+//! Live statistics of a dummynet-style configuration, per scheduler, per scheduler
+//! instance and per queue: what `tc -s class show`, `ipfw sched show` and `dnctl queue
+//! show` print.
+//!
+//! [`crate::Engine::dummynet_stats`] asks the arbiter for a [`DummynetStats`] snapshot; the
+//! arbiter builds it between two scans (it alone owns the instances and queues), so one
+//! snapshot is consistent: every packet it counts is either sent, dropped with a reason,
+//! or in a backlog, once. Building it allocates and walks every instance and queue; it is a
+//! control-path request, and the data path keeps no counter for it beyond what it already
+//! had: the per-queue counters are the scheduler's own per-flow statistics
+//! ([`pspat_sched::Scheduler::flow_stats`]), the per-instance ones the scheduler's totals;
+//! only drops that happen before a packet reaches a queue (`queue_limit`, `instance_limit`,
+//! `no_class`) are counted by the service, on the drop path.
+//!
+//! Counters never go backwards: a queue that expires leaves its counters in its instance's
+//! totals (the scheduler's flow table keeps what removed flows sent and dropped), and an
+//! instance that retires folds its totals into its scheduler's [`SchedulerStats::retired`].
+//! So [`SchedulerStats::totals`] and [`DummynetStats::totals`] only grow, and equal the sums
+//! of the engine's per-client counters (`scheduled`, `dropped`, minus the packets still in
+//! mailboxes).
+//!
+//! [`DummynetStats::rates`] turns two snapshots into bit/s and packet/s per scheduler,
+//! instance and queue. Instances and queues are matched by (scheduler, instance key,
+//! creation time) and (class, queue key, creation time): a queue that expired and was
+//! created again under the same key between the two snapshots is a new queue, counted from
+//! zero, never a negative rate.
+//!
+//! Everything is `serde::Serialize` (addresses as text) for JSON output; `Display` prints a
+//! table in the spirit of `ipfw sched show`: one block per scheduler, one line per instance
+//! and one per queue.
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use pspat_config::classify::{ClassOrigin, FlowKey, SchedOrigin};
+use serde::ser::{SerializeMap, SerializeStruct};
+use serde::{Serialize, Serializer};
+
+use crate::stats::Drop;
+
+/// Which configured scheduler: a `sched N` of the configuration, or the implicit scheduler
+/// (a FIFO) of `pipe N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedRef {
+    /// `sched N`.
+    Sched(u32),
+    /// `pipe N` (its own scheduler).
+    Pipe(u32),
+}
+
+impl From<SchedOrigin> for SchedRef {
+    fn from(o: SchedOrigin) -> Self {
+        match o {
+            SchedOrigin::Sched(id) => SchedRef::Sched(id),
+            SchedOrigin::Pipe(id) => SchedRef::Pipe(id),
+        }
+    }
+}
+
+impl fmt::Display for SchedRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SchedRef::Sched(id) => write!(f, "sched {id}"),
+            SchedRef::Pipe(id) => write!(f, "pipe {id}"),
+        }
+    }
+}
+
+/// Which class a queue belongs to: a flowset (`queue N` in ipfw) or a pipe's implicit
+/// flowset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClassRef {
+    /// Flowset `N` (`queue N`).
+    Flowset(u32),
+    /// `pipe N`.
+    Pipe(u32),
+}
+
+impl From<ClassOrigin> for ClassRef {
+    fn from(o: ClassOrigin) -> Self {
+        match o {
+            ClassOrigin::Flowset(id) => ClassRef::Flowset(id),
+            ClassOrigin::Pipe(id) => ClassRef::Pipe(id),
+        }
+    }
+}
+
+impl fmt::Display for ClassRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClassRef::Flowset(id) => write!(f, "queue {id}"),
+            ClassRef::Pipe(id) => write!(f, "pipe {id}"),
+        }
+    }
+}
+
+/// Drop counters, one per [`Drop`] cause (indexed by [`Drop::slot`]). Serialised as a map
+/// from every cause's name to its count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drops(pub [u64; Drop::COUNT]);
+
+impl Drops {
+    /// Drops counted under `cause`.
+    pub fn get(&self, cause: Drop) -> u64 {
+        self.0[cause.slot()]
+    }
+
+    /// Counts `n` drops under `cause`.
+    #[inline]
+    pub fn add(&mut self, cause: Drop, n: u64) {
+        self.0[cause.slot()] += n;
+    }
+
+    /// Adds every counter of `other`.
+    pub fn add_all(&mut self, other: &Drops) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+
+    /// Drops under every cause.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// `(cause, count)` for every cause with a non-zero count, in slot order.
+    pub fn nonzero(&self) -> impl Iterator<Item = (Drop, u64)> + '_ {
+        Drop::all()
+            .into_iter()
+            .map(|d| (d, self.get(d)))
+            .filter(|&(_, n)| n > 0)
+    }
+
+    /// The scheduler's drop counters, under [`Drop::Sched`].
+    pub fn from_sched(d: &pspat_sched::DropCounts) -> Self {
+        let mut out = Drops::default();
+        for (r, n) in d.nonzero() {
+            out.add(Drop::Sched(r), n);
+        }
+        out
+    }
+}
+
+impl Serialize for Drops {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(Drop::COUNT))?;
+        for d in Drop::all() {
+            m.serialize_entry(&d.name(), &self.get(d))?;
+        }
+        m.end()
+    }
+}
+
+/// What a queue, an instance or a scheduler has done: packets and bytes sent, drops by
+/// cause, and what is queued now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Packets sent (released onto the link).
+    pub sent_pkts: u64,
+    /// Bytes sent.
+    pub sent_bytes: u64,
+    /// Packets dropped, by cause.
+    pub drops: Drops,
+    /// Packets queued now.
+    pub backlog_pkts: u64,
+    /// Bytes queued now.
+    pub backlog_bytes: u64,
+}
+
+impl Counters {
+    /// Adds every counter of `other` (backlogs included).
+    pub fn add(&mut self, other: &Counters) {
+        self.sent_pkts += other.sent_pkts;
+        self.sent_bytes += other.sent_bytes;
+        self.drops.add_all(&other.drops);
+        self.backlog_pkts += other.backlog_pkts;
+        self.backlog_bytes += other.backlog_bytes;
+    }
+
+    /// A queue's counters, from its flow's statistics in the scheduler.
+    pub fn of_flow(s: &pspat_sched::FlowStats) -> Self {
+        Counters {
+            sent_pkts: s.sent_pkts,
+            sent_bytes: s.sent_bytes,
+            drops: Drops::from_sched(&s.drops),
+            backlog_pkts: s.backlog.pkts,
+            backlog_bytes: s.backlog.bytes,
+        }
+    }
+
+    /// A scheduler's counters (every flow it had, removed ones included).
+    pub fn of_sched(s: &pspat_sched::SchedStats) -> Self {
+        Counters {
+            sent_pkts: s.sent_pkts,
+            sent_bytes: s.sent_bytes,
+            drops: Drops::from_sched(&s.drops),
+            backlog_pkts: s.backlog.pkts,
+            backlog_bytes: s.backlog.bytes,
+        }
+    }
+}
+
+impl fmt::Display for Counters {
+    /// `Sent 3000 bytes 2 pkt (dropped 3, flow_packet_limit 3) backlog 1500b 1p`, as
+    /// `tc -s` and [`pspat_sched::FlowStats`] print it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Sent {} bytes {} pkt (dropped {}",
+            self.sent_bytes,
+            self.sent_pkts,
+            self.drops.total()
+        )?;
+        for (cause, n) in self.drops.nonzero() {
+            write!(f, ", {} {n}", cause.name())?;
+        }
+        write!(
+            f,
+            ") backlog {}b {}p",
+            self.backlog_bytes, self.backlog_pkts
+        )
+    }
+}
+
+/// One queue (a flow of its instance's algorithm), created by its class's flow mask.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QueueStats {
+    /// Its class.
+    pub class: ClassRef,
+    /// The packets' keys under the class's flow mask.
+    #[serde(serialize_with = "ser_key")]
+    pub key: FlowKey,
+    /// Its weight now.
+    pub weight: u32,
+    /// When it was created (ns, on [`crate::clock::now_ns`]); identifies it across
+    /// snapshots.
+    pub created_ns: u64,
+    /// When a packet last joined it (ns).
+    pub last_ns: u64,
+    /// Its counters since it was created.
+    pub counters: Counters,
+}
+
+/// One scheduler instance: an algorithm with its own link, created by the scheduler mask.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InstanceStats {
+    /// Its id in the engine (ids of retired instances are reused).
+    pub id: u32,
+    /// The packets' keys under the scheduler mask.
+    #[serde(serialize_with = "ser_key")]
+    pub key: FlowKey,
+    /// When it was created (ns); identifies it across snapshots.
+    pub created_ns: u64,
+    /// Everything it did since it was created: its live queues, the queues that expired,
+    /// and the drops of packets that got no queue (`queue_limit`).
+    pub totals: Counters,
+    /// Its live queues, by class then key.
+    pub queues: Vec<QueueStats>,
+    /// Queues removed after their idle time.
+    pub expired_queues: u64,
+}
+
+/// One configured scheduler (or pipe) and its instances.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SchedulerStats {
+    /// Which one.
+    pub sched: SchedRef,
+    /// Still in the configuration (a removed one keeps its instances until they drain and
+    /// expire).
+    pub live: bool,
+    /// Its algorithm's name, as configured.
+    pub algorithm: String,
+    /// Every instance's link rate, bit/s (0 = unlimited).
+    pub bandwidth_bps: u64,
+    /// Its live instances, by key.
+    pub instances: Vec<InstanceStats>,
+    /// Instances removed after their idle time.
+    pub expired_instances: u64,
+    /// The totals of the removed instances.
+    pub retired: Counters,
+    /// Drops of packets that got no instance (`instance_limit`, or an algorithm that
+    /// could not be built).
+    pub unplaced: Drops,
+}
+
+impl SchedulerStats {
+    /// Everything the scheduler did: its instances, retired ones, and unplaced drops.
+    pub fn totals(&self) -> Counters {
+        let mut t = self.retired;
+        for i in &self.instances {
+            t.add(&i.totals);
+        }
+        t.drops.add_all(&self.unplaced);
+        t
+    }
+}
+
+/// A snapshot of a dummynet-style configuration; see the module docs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DummynetStats {
+    /// When the arbiter took it (ns, on [`crate::clock::now_ns`]).
+    pub at_ns: u64,
+    /// Every scheduler and pipe the engine has had, in the order they were configured.
+    pub schedulers: Vec<SchedulerStats>,
+    /// Packets an `allow` rule let through (they skip scheduling).
+    pub passed: Counters,
+    /// Packets whose class had been removed from the configuration (`no_class` drops).
+    pub no_class_drops: u64,
+}
+
+impl DummynetStats {
+    /// Everything: every scheduler's totals, passed packets and `no_class` drops.
+    pub fn totals(&self) -> Counters {
+        let mut t = self.passed;
+        for s in &self.schedulers {
+            t.add(&s.totals());
+        }
+        t.drops.add(Drop::NoClass, self.no_class_drops);
+        t
+    }
+
+    /// The scheduler `sched`, if the engine has had it.
+    pub fn scheduler(&self, sched: SchedRef) -> Option<&SchedulerStats> {
+        self.schedulers.iter().find(|s| s.sched == sched)
+    }
+
+    /// Rates between `earlier` and this snapshot (see the module docs for the matching).
+    pub fn rates(&self, earlier: &DummynetStats) -> DummynetRates {
+        let interval_ns = self.at_ns.saturating_sub(earlier.at_ns);
+        let rate = |now: &Counters, then: Option<&Counters>| {
+            let (p0, b0) = then.map_or((0, 0), |c| (c.sent_pkts, c.sent_bytes));
+            Rate::over(
+                now.sent_pkts.saturating_sub(p0),
+                now.sent_bytes.saturating_sub(b0),
+                interval_ns,
+            )
+        };
+        let mut schedulers = Vec::with_capacity(self.schedulers.len());
+        for s in &self.schedulers {
+            let old = earlier.scheduler(s.sched);
+            let instances = s
+                .instances
+                .iter()
+                .map(|i| {
+                    let old_i = old.and_then(|o| {
+                        o.instances
+                            .iter()
+                            .find(|x| x.key == i.key && x.created_ns == i.created_ns)
+                    });
+                    let queues = i
+                        .queues
+                        .iter()
+                        .map(|q| {
+                            let old_q = old_i.and_then(|o| {
+                                o.queues.iter().find(|x| {
+                                    x.class == q.class
+                                        && x.key == q.key
+                                        && x.created_ns == q.created_ns
+                                })
+                            });
+                            QueueRate {
+                                class: q.class,
+                                key: q.key,
+                                rate: rate(&q.counters, old_q.map(|x| &x.counters)),
+                            }
+                        })
+                        .collect();
+                    InstanceRate {
+                        key: i.key,
+                        rate: rate(&i.totals, old_i.map(|x| &x.totals)),
+                        queues,
+                    }
+                })
+                .collect();
+            schedulers.push(SchedRate {
+                sched: s.sched,
+                rate: rate(&s.totals(), old.map(|o| o.totals()).as_ref()),
+                instances,
+            });
+        }
+        DummynetRates {
+            interval_ns,
+            schedulers,
+        }
+    }
+}
+
+/// A rate over an interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Rate {
+    /// Bits per second sent.
+    pub bps: f64,
+    /// Packets per second sent.
+    pub pps: f64,
+}
+
+impl Rate {
+    /// `pkts` packets of `bytes` bytes in total over `interval_ns` (0 over an empty
+    /// interval).
+    pub fn over(pkts: u64, bytes: u64, interval_ns: u64) -> Self {
+        if interval_ns == 0 {
+            return Rate::default();
+        }
+        let secs = interval_ns as f64 / 1e9;
+        Rate {
+            bps: bytes as f64 * 8.0 / secs,
+            pps: pkts as f64 / secs,
+        }
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        bits(f, self.bps)?;
+        write!(f, " {:.0} pps", self.pps)
+    }
+}
+
+/// Rates of one queue.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueueRate {
+    /// Its class.
+    pub class: ClassRef,
+    /// Its masked key.
+    #[serde(serialize_with = "ser_key")]
+    pub key: FlowKey,
+    /// What it sent per second.
+    pub rate: Rate,
+}
+
+/// Rates of one instance and its queues.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InstanceRate {
+    /// Its masked key.
+    #[serde(serialize_with = "ser_key")]
+    pub key: FlowKey,
+    /// What it sent per second (its link's throughput).
+    pub rate: Rate,
+    /// Its queues, as in the later snapshot.
+    pub queues: Vec<QueueRate>,
+}
+
+/// Rates of one scheduler (all its instances, retired ones included) and its instances.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SchedRate {
+    /// Which one.
+    pub sched: SchedRef,
+    /// What all its instances sent per second.
+    pub rate: Rate,
+    /// Its live instances, as in the later snapshot.
+    pub instances: Vec<InstanceRate>,
+}
+
+/// Rates between two [`DummynetStats`]: see [`DummynetStats::rates`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DummynetRates {
+    /// The interval (ns).
+    pub interval_ns: u64,
+    /// Per scheduler, in the later snapshot's order.
+    pub schedulers: Vec<SchedRate>,
+}
+
+impl fmt::Display for DummynetRates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "rates over {:.3} s", self.interval_ns as f64 / 1e9)?;
+        for s in &self.schedulers {
+            writeln!(f, "{}: {}", s.sched, s.rate)?;
+            for i in &s.instances {
+                writeln!(f, "  instance {}: {}", KeyText(&i.key), i.rate)?;
+                for q in &i.queues {
+                    writeln!(f, "    {} {}: {}", q.class, KeyText(&q.key), q.rate)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for DummynetStats {
+    /// One block per scheduler: a header with its algorithm and bandwidth, one line per
+    /// instance (its key and totals) followed by one line per queue (class, weight, key,
+    /// counters), then the retired instances' totals. For example:
+    ///
+    /// ```text
+    /// sched 1 drr 8.000 Mbit/s: 1 instance, 0 expired
+    ///   instance 0 ip 0.0.0.0/0 -> 0.0.0.0/0: Sent 30000 bytes 30 pkt (dropped 0) backlog 0b 0p; 3 queues, 0 expired
+    ///     queue 1 weight 1 ip 0.0.0.0/0 -> 0.0.0.0/80: Sent 10000 bytes 10 pkt (dropped 0) backlog 0b 0p
+    ///   retired: Sent 0 bytes 0 pkt (dropped 0) backlog 0b 0p; unplaced drops 0
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for s in &self.schedulers {
+            write!(
+                f,
+                "{} {} {}: {} instance{}, {} expired",
+                s.sched,
+                s.algorithm,
+                Bandwidth(s.bandwidth_bps as f64),
+                s.instances.len(),
+                if s.instances.len() == 1 { "" } else { "s" },
+                s.expired_instances
+            )?;
+            if !s.live {
+                f.write_str(" (removed from the configuration)")?;
+            }
+            writeln!(f)?;
+            for i in &s.instances {
+                writeln!(
+                    f,
+                    "  instance {} {}: {}; {} queue{}, {} expired",
+                    i.id,
+                    KeyText(&i.key),
+                    i.totals,
+                    i.queues.len(),
+                    if i.queues.len() == 1 { "" } else { "s" },
+                    i.expired_queues
+                )?;
+                for q in &i.queues {
+                    writeln!(
+                        f,
+                        "    {} weight {} {}: {}",
+                        q.class,
+                        q.weight,
+                        KeyText(&q.key),
+                        q.counters
+                    )?;
+                }
+            }
+            write!(
+                f,
+                "  retired: {}; unplaced drops {}",
+                s.retired,
+                s.unplaced.total()
+            )?;
+            for (cause, n) in s.unplaced.nonzero() {
+                write!(f, ", {} {n}", cause.name())?;
+            }
+            writeln!(f)?;
+        }
+        writeln!(f, "passed (allow): {}", self.passed)?;
+        writeln!(f, "no_class drops: {}", self.no_class_drops)
+    }
+}
+
+/// A bandwidth in bit/s, printed with a unit (`unlimited` for 0, as a link rate).
+struct Bandwidth(f64);
+
+impl fmt::Display for Bandwidth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0.0 {
+            f.write_str("unlimited")
+        } else {
+            bits(f, self.0)
+        }
+    }
+}
+
+/// `b` bit/s with a unit.
+fn bits(f: &mut fmt::Formatter<'_>, b: f64) -> fmt::Result {
+    if b >= 1e9 {
+        write!(f, "{:.3} Gbit/s", b / 1e9)
+    } else if b >= 1e6 {
+        write!(f, "{:.3} Mbit/s", b / 1e6)
+    } else if b >= 1e3 {
+        write!(f, "{:.3} Kbit/s", b / 1e3)
+    } else {
+        write!(f, "{b:.0} bit/s")
+    }
+}
+
+/// A masked key as `ipfw` prints a bucket: `udp 10.0.0.1/5000 -> 10.1.0.1/80`.
+struct KeyText<'a>(&'a FlowKey);
+
+impl fmt::Display for KeyText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let k = self.0;
+        match k.proto {
+            0 => f.write_str("ip")?,
+            1 => f.write_str("icmp")?,
+            6 => f.write_str("tcp")?,
+            17 => f.write_str("udp")?,
+            58 => f.write_str("ipv6-icmp")?,
+            p => write!(f, "proto {p}")?,
+        }
+        if k.v6 {
+            write!(
+                f,
+                " [{}]/{} -> [{}]/{}",
+                Ipv6Addr::from(k.src),
+                k.src_port,
+                Ipv6Addr::from(k.dst),
+                k.dst_port
+            )
+        } else {
+            write!(
+                f,
+                " {}/{} -> {}/{}",
+                Ipv4Addr::from(k.src_v4()),
+                k.src_port,
+                Ipv4Addr::from(k.dst_v4()),
+                k.dst_port
+            )
+        }
+    }
+}
+
+fn addr_text(a: u128, v6: bool) -> String {
+    if v6 {
+        Ipv6Addr::from(a).to_string()
+    } else {
+        Ipv4Addr::from(a as u32).to_string()
+    }
+}
+
+/// A key as `{"src": "10.0.0.1", "dst": "10.1.0.1", "src_port": 5000, "dst_port": 80,
+/// "proto": 17}` (addresses as text: JSON numbers do not hold 128 bits).
+fn ser_key<S: Serializer>(k: &FlowKey, s: S) -> Result<S::Ok, S::Error> {
+    let mut st = s.serialize_struct("FlowKey", 5)?;
+    st.serialize_field("src", &addr_text(k.src, k.v6))?;
+    st.serialize_field("dst", &addr_text(k.dst, k.v6))?;
+    st.serialize_field("src_port", &k.src_port)?;
+    st.serialize_field("dst_port", &k.dst_port)?;
+    st.serialize_field("proto", &k.proto)?;
+    st.end()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pspat_sched::DropReason;
+
+    fn counters(sent_pkts: u64, sent_bytes: u64) -> Counters {
+        Counters {
+            sent_pkts,
+            sent_bytes,
+            ..Counters::default()
+        }
+    }
+
+    fn queue(class: u32, port: u16, created_ns: u64, c: Counters) -> QueueStats {
+        QueueStats {
+            class: ClassRef::Flowset(class),
+            key: FlowKey::v4(0, 0, 0, port, 0),
+            weight: 1,
+            created_ns,
+            last_ns: created_ns,
+            counters: c,
+        }
+    }
+
+    fn snapshot(at_ns: u64, queues: Vec<QueueStats>, retired: Counters) -> DummynetStats {
+        let mut totals = Counters::default();
+        for q in &queues {
+            totals.add(&q.counters);
+        }
+        DummynetStats {
+            at_ns,
+            schedulers: vec![SchedulerStats {
+                sched: SchedRef::Sched(1),
+                live: true,
+                algorithm: "drr".into(),
+                bandwidth_bps: 8_000_000,
+                instances: vec![InstanceStats {
+                    id: 0,
+                    key: FlowKey::v4(0x0a00_0001, 0, 0, 0, 0),
+                    created_ns: 5,
+                    totals,
+                    queues,
+                    expired_queues: 0,
+                }],
+                expired_instances: 0,
+                retired,
+                unplaced: Drops::default(),
+            }],
+            passed: Counters::default(),
+            no_class_drops: 0,
+        }
+    }
+
+    #[test]
+    fn rates_match_queues_by_class_key_and_creation() {
+        // Over half a second: queue 1/80 goes from 100 to 600 packets of 1000 bytes
+        // (1000 pkt/s, 8 Mbit/s); queue 2/80 is new (250 packets from zero: 500 pkt/s);
+        // queue 1/81 was recreated (other creation time) with 50 packets: counted from
+        // zero, not as 50 - 400.
+        let a = snapshot(
+            1_000_000_000,
+            vec![
+                queue(1, 80, 10, counters(100, 100_000)),
+                queue(1, 81, 10, counters(400, 400_000)),
+            ],
+            Counters::default(),
+        );
+        let b = snapshot(
+            1_500_000_000,
+            vec![
+                queue(1, 80, 10, counters(600, 600_000)),
+                queue(2, 80, 1_200_000_000, counters(250, 250_000)),
+                queue(1, 81, 1_300_000_000, counters(50, 50_000)),
+            ],
+            Counters::default(),
+        );
+        let r = b.rates(&a);
+        assert_eq!(r.interval_ns, 500_000_000);
+        let q = &r.schedulers[0].instances[0].queues;
+        assert_eq!(q[0].rate.pps, 1000.0);
+        assert_eq!(q[0].rate.bps, 8e6);
+        assert_eq!(q[1].class, ClassRef::Flowset(2));
+        assert_eq!(q[1].rate.pps, 500.0);
+        assert_eq!(q[2].rate.pps, 100.0);
+        // The instance (same creation time in both): its totals went from 500 to 900
+        // packets, 800 pkt/s; the scheduler's likewise.
+        let i = &r.schedulers[0].instances[0];
+        assert_eq!(i.rate.pps, (900.0 - 500.0) / 0.5);
+        assert_eq!(r.schedulers[0].rate.pps, (900.0 - 500.0) / 0.5);
+        // Same instant: no rate rather than a division by zero.
+        let z = b.rates(&b);
+        assert_eq!(z.schedulers[0].rate, Rate::default());
+    }
+
+    #[test]
+    fn a_recreated_instance_counts_from_zero_and_scheduler_totals_include_retired() {
+        let a = snapshot(
+            0,
+            vec![queue(1, 80, 10, counters(100, 100_000))],
+            Counters::default(),
+        );
+        let mut b = snapshot(
+            1_000_000_000,
+            vec![queue(1, 80, 900, counters(30, 30_000))],
+            counters(100, 100_000),
+        );
+        b.schedulers[0].instances[0].created_ns = 900;
+        let r = b.rates(&a);
+        assert_eq!(r.schedulers[0].instances[0].rate.pps, 30.0);
+        assert_eq!(r.schedulers[0].instances[0].queues[0].rate.pps, 30.0);
+        // The scheduler's totals are 130 (100 retired + 30), so its rate is 30 pkt/s.
+        assert_eq!(b.schedulers[0].totals().sent_pkts, 130);
+        assert_eq!(r.schedulers[0].rate.pps, 30.0);
+    }
+
+    #[test]
+    fn totals_add_retired_unplaced_passed_and_no_class() {
+        let mut s = snapshot(
+            0,
+            vec![
+                queue(1, 80, 0, counters(3, 300)),
+                queue(2, 81, 0, counters(4, 400)),
+            ],
+            counters(10, 1000),
+        );
+        s.schedulers[0].unplaced.add(Drop::InstanceLimit, 2);
+        s.schedulers[0].instances[0]
+            .totals
+            .drops
+            .add(Drop::QueueLimit, 5);
+        s.passed = counters(1, 64);
+        s.no_class_drops = 6;
+        let t = s.totals();
+        assert_eq!(t.sent_pkts, 3 + 4 + 10 + 1);
+        assert_eq!(t.sent_bytes, 300 + 400 + 1000 + 64);
+        assert_eq!(t.drops.get(Drop::InstanceLimit), 2);
+        assert_eq!(t.drops.get(Drop::QueueLimit), 5);
+        assert_eq!(t.drops.get(Drop::NoClass), 6);
+        assert_eq!(t.drops.total(), 13);
+    }
+
+    #[test]
+    fn display_prints_every_level_and_field() {
+        let mut c = counters(7, 7000);
+        c.drops.add(Drop::Sched(DropReason::FlowPacketLimit), 3);
+        c.backlog_pkts = 2;
+        c.backlog_bytes = 2000;
+        let mut q = queue(1, 80, 0, c);
+        q.key = FlowKey::v4(0x0a00_0001, 0x0a01_0001, 5000, 80, 17);
+        q.weight = 10;
+        let mut s = snapshot(0, vec![q], counters(9, 900));
+        s.schedulers[0].unplaced.add(Drop::InstanceLimit, 4);
+        s.schedulers[0].expired_instances = 2;
+        s.schedulers[0].instances[0].expired_queues = 5;
+        s.no_class_drops = 6;
+        let text = s.to_string();
+        for want in [
+            "sched 1 drr 8.000 Mbit/s: 1 instance, 2 expired",
+            "  instance 0 ip 10.0.0.1/0 -> 0.0.0.0/0: Sent 7000 bytes 7 pkt (dropped 3, \
+             flow_packet_limit 3) backlog 2000b 2p; 1 queue, 5 expired",
+            "    queue 1 weight 10 udp 10.0.0.1/5000 -> 10.1.0.1/80: Sent 7000 bytes 7 pkt \
+             (dropped 3, flow_packet_limit 3) backlog 2000b 2p",
+            "  retired: Sent 900 bytes 9 pkt (dropped 0) backlog 0b 0p; unplaced drops 4, \
+             instance_limit 4",
+            "passed (allow): Sent 0 bytes 0 pkt",
+            "no_class drops: 6",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in:\n{text}");
+        }
+        let v6 = KeyText(&FlowKey::v6(1, 2, 3, 4, 6)).to_string();
+        assert_eq!(v6, "tcp [::1]/3 -> [::2]/4");
+        assert_eq!(Bandwidth(0.0).to_string(), "unlimited");
+        assert_eq!(Bandwidth(1.5e9).to_string(), "1.500 Gbit/s");
+        let r = s.rates(&s).to_string();
+        assert!(r.contains("sched 1: 0 bit/s 0 pps"), "{r}");
+        assert!(
+            r.contains("queue 1 udp 10.0.0.1/5000 -> 10.1.0.1/80"),
+            "{r}"
+        );
+    }
+}
