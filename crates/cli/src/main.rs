@@ -13,6 +13,7 @@ mod cpu;
 mod keys;
 mod run;
 mod scenario;
+mod shape;
 mod sim;
 mod table;
 
@@ -55,6 +56,14 @@ for 5 seconds. Ctrl-C stops early and still prints the account.",
 pspat run --alg drr --backend null --rate unlimited --json"
     )]
     Run(run::RunArgs),
+    /// A transparent shaper between two interfaces: frames received on --in are
+    /// classified and scheduled by a dummynet-style configuration and sent on --out.
+    #[command(
+        long_about = "A transparent shaper between two interfaces (AF_PACKET; needs CAP_NET_RAW). Frames received on --in are classified by the rules of --config (ipfw/dnctl or TOML syntax), queued and scheduled by its schedulers at their bandwidths, and transmitted on --out; frames arriving on --out pass back to --in unshaped. Live statistics per scheduler instance and per queue every --stats seconds; SIGINT/SIGTERM or --duration stop it, and the final account reports every frame as sent, dropped with a reason, or still queued. The configuration file is re-applied when it changes.",
+        after_help = "Examples:\n  pspat shape --in veth1 --out veth2 --config examples/config/shaper.ipfw\n  \
+pspat shape --in eth0 --out eth1 --config isp.toml --rx-threads 2 --duration 60s --json out.json"
+    )]
+    Shape(shape::ShapeArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -348,6 +357,7 @@ fn run() -> Result<()> {
     };
     match cli.command {
         Command::Run(args) => run::main_job(&args),
+        Command::Shape(args) => shape::main(&args),
         Command::Bench {
             what: Bench::Table(args),
         } => bench_table(&args),

@@ -379,14 +379,16 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
 /// when it changes (its modification time moves): rates, weights, rules and tables change
 /// without stopping the arbiter. A file that does not parse, or a change the engine cannot
 /// make live, is reported and the running configuration stays.
-struct Reloader {
+pub(crate) struct Reloader {
+    /// Applied to every configuration read, before the engine sees it.
+    pub(crate) adjust: Option<Box<dyn Fn(&mut pspat_config::Config)>>,
     path: std::path::PathBuf,
     seen: Option<std::time::SystemTime>,
     next_check: Instant,
 }
 
 /// One reload.
-struct Reload {
+pub(crate) struct Reload {
     path: std::path::PathBuf,
     error: Option<String>,
 }
@@ -407,8 +409,9 @@ impl std::fmt::Display for Reload {
 impl Reloader {
     const EVERY: Duration = Duration::from_millis(200);
 
-    fn new(path: &std::path::Path) -> Self {
+    pub(crate) fn new(path: &std::path::Path) -> Self {
         Reloader {
+            adjust: None,
             path: path.to_path_buf(),
             seen: Self::mtime(path),
             next_check: Instant::now() + Self::EVERY,
@@ -420,7 +423,7 @@ impl Reloader {
     }
 
     /// Checks the file (at most every 200 ms); applies it if it changed.
-    fn poll(&mut self, engine: &Engine) -> Option<Reload> {
+    pub(crate) fn poll(&mut self, engine: &Engine) -> Option<Reload> {
         if Instant::now() < self.next_check {
             return None;
         }
@@ -432,10 +435,15 @@ impl Reloader {
         self.seen = m;
         let error = match pspat_config::parse_file(&self.path) {
             Err(e) => Some(e.to_string()),
-            Ok(c) => engine
-                .reconfigure(pspat_engine::Change::Config(Arc::new(c)))
-                .err()
-                .map(|e| e.to_string()),
+            Ok(mut c) => {
+                if let Some(f) = &self.adjust {
+                    f(&mut c);
+                }
+                engine
+                    .reconfigure(pspat_engine::Change::Config(Arc::new(c)))
+                    .err()
+                    .map(|e| e.to_string())
+            }
         };
         Some(Reload {
             path: self.path.clone(),

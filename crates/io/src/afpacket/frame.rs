@@ -24,6 +24,12 @@ pub struct Frame<'a> {
     /// `None` when it removed none. Re-insert `81 00` and the TCI (big-endian) after the
     /// two MAC addresses to get the frame as it was on the wire.
     pub vlan_tci: Option<u16>,
+    /// The kernel says the frame's TCP/UDP checksum is not complete yet
+    /// (`TP_STATUS_CSUMNOTREADY`): a frame sent by a local socket through an interface
+    /// with checksum offload (veth, tap) carries only the pseudo-header sum, to be finished
+    /// by hardware that a veth pair does not have. Forward it as is and the receiver
+    /// drops it; a forwarder completes the checksum first.
+    pub csum_not_ready: bool,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -63,6 +69,7 @@ fn frame_at(block: &[u8], at: usize) -> Option<(Frame<'_>, u32)> {
         wire_len: u32_at(block, at + LEN)?,
         ts_ns,
         vlan_tci,
+        csum_not_ready: status & libc::TP_STATUS_CSUMNOTREADY != 0,
     };
     Some((frame, u32_at(block, at + NEXT)?))
 }
