@@ -10,12 +10,15 @@ mod arch;
 mod compat;
 mod config;
 mod cpu;
+mod experiment;
 mod keys;
 mod run;
 mod scenario;
 mod shape;
 mod sim;
 mod table;
+mod udpgen;
+mod udpsink;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -76,6 +79,37 @@ pspat shape --in eth0 --out eth1 --config isp.toml --rx-threads 2 --duration 60s
     Config {
         #[command(subcommand)]
         what: ConfigCmd,
+    },
+    /// UDP traffic generator: M sender threads, each from its own source port, and an
+    /// optional low-rate victim; pspat payloads stamped with their send time.
+    #[command(
+        long_about = "UDP traffic generator for the shaper experiment kit \
+(experiments/shaper/run.sh). M sender threads each bind their own socket to source port \
+BASE + i and send pspat payloads (client = flow = i, a sequence number, the send time on \
+CLOCK_MONOTONIC) padded to --len bytes on the wire, in sendmmsg batches, as fast as possible \
+or paced at --rate packets/s each. With --victim-rate, one more thread (client M) sends at \
+that low paced rate from its own port. Prints (or writes as JSON) the packets each sent.",
+        after_help = "Example:\n  pspat udpgen --dest 10.77.0.2:9000 --senders 8 --len 1000 \
+--duration 5 --victim-rate 1000 --json gen.json"
+    )]
+    Udpgen(udpgen::GenArgs),
+    /// UDP receiver: per-client packets, loss, reordering and one-way latency of pspat
+    /// payloads.
+    #[command(
+        long_about = "UDP receiver for the shaper experiment kit. Receives pspat payloads \
+(recvmmsg; with --busy-poll it spins on a non-blocking socket) and reports per payload \
+client: packets, bytes, rate, sequence gaps (loss), reordering, and the one-way latency \
+(receive time - the sender's stamp, both CLOCK_MONOTONIC) as p50/p99/p99.9/max. Counting \
+starts --warmup seconds after the first datagram. Prints 'pspat udpsink: ready on ADDR' on \
+stderr once the socket is bound.",
+        after_help = "Example:\n  pspat udpsink --bind 10.77.0.2:9000 --duration 10 --warmup 1 \
+--idle 1 --busy-poll --json sink.json"
+    )]
+    Udpsink(udpsink::SinkArgs),
+    /// The shaper experiment kit's analysis: results CSV rows and plots.
+    Experiment {
+        #[command(subcommand)]
+        what: experiment::ExperimentCmd,
     },
     /// Lists the registered scheduling algorithms.
     Algorithms {
@@ -374,6 +408,9 @@ fn run() -> Result<()> {
         Command::Config {
             what: ConfigCmd::Check(args),
         } => config::check(&args),
+        Command::Udpgen(args) => udpgen::run(args),
+        Command::Udpsink(args) => udpsink::run(args),
+        Command::Experiment { what } => experiment::main(what),
         Command::Algorithms { json } => list_algorithms(json),
     }
 }

@@ -231,6 +231,18 @@ impl Receiver {
         self.recv_buffer
     }
 
+    /// Makes [`Receiver::recv_batch`] return at once (with 0 when nothing is queued)
+    /// instead of waiting up to its timeout: for busy-polling receivers, which spin on it
+    /// so that a datagram is taken as soon as it is queued, without a wake-up's latency.
+    pub fn set_nonblocking(&mut self, on: bool) -> Result<(), SendError> {
+        self.sock
+            .set_nonblocking(on)
+            .map_err(|source| SendError::Io {
+                what: "udp receiver: set O_NONBLOCK".into(),
+                source,
+            })
+    }
+
     /// The address the socket is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.sock
@@ -238,9 +250,10 @@ impl Receiver {
             .expect("a bound UDP socket has a local address")
     }
 
-    /// Waits up to `timeout` (at least 1 µs) for a datagram, then takes every datagram
-    /// already queued, up to [`BATCH`], and appends the well-formed ones to `out`. Returns
-    /// how many datagrams were received (garbled ones included); 0 after a timeout.
+    /// Waits up to `timeout` (at least 1 µs; not at all after
+    /// [`Receiver::set_nonblocking`]) for a datagram, then takes every datagram already
+    /// queued, up to [`BATCH`], and appends the well-formed ones to `out`. Returns how many
+    /// datagrams were received (garbled ones included); 0 after a timeout.
     pub fn recv_batch(
         &mut self,
         out: &mut Vec<Received>,

@@ -267,3 +267,27 @@ fn recv_batch_times_out_with_nothing() {
         "{waited:?}"
     );
 }
+
+#[test]
+fn a_nonblocking_receiver_returns_at_once_and_still_receives() {
+    let mut rx = loopback_receiver();
+    rx.set_nonblocking(true).unwrap();
+    let mut out = Vec::new();
+    // Nothing queued: the call returns 0 without waiting for the (long) timeout.
+    let t = Instant::now();
+    assert_eq!(rx.recv_batch(&mut out, Duration::from_secs(2)).unwrap(), 0);
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    let mut tx = Udp::new(rx.local_addr()).open(0).unwrap();
+    let batch: Vec<Pkt> = (1..=5).map(|s| pkt(9, s, 200)).collect();
+    assert_eq!(tx.send(&batch).unwrap(), 5);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while out.len() < 5 && Instant::now() < deadline {
+        rx.recv_batch(&mut out, Duration::from_secs(2)).unwrap();
+    }
+    let seqs: Vec<u32> = out.iter().map(|r| r.header.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+}

@@ -1,0 +1,213 @@
+//! The shaper experiment kit's tools end to end on loopback: `pspat udpgen` into
+//! `pspat udpsink`, then `pspat experiment row` and `plot` on their reports.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command as StdCommand, Stdio};
+use std::time::Duration;
+
+use assert_cmd::cargo::CommandCargoExt;
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn pspat() -> Command {
+    Command::cargo_bin("pspat").expect("the pspat binary is built")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pspat-expkit-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Runs `pspat ARGS`, expecting failure with exit code `code` and `needle` in stderr.
+fn fails(args: &[&str], code: i32, needle: &str) {
+    let out = pspat().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: no '{needle}' in: {err}");
+}
+
+#[test]
+fn gen_into_sink_counts_add_up_and_latency_is_recorded() {
+    let dir = tmpdir("e2e");
+    let (gen_json, sink_json) = (dir.join("gen.json"), dir.join("sink.json"));
+    // The sink picks its port and says which on stderr once bound.
+    let mut sink = StdCommand::cargo_bin("pspat")
+        .unwrap()
+        .args([
+            "udpsink",
+            "--bind",
+            "127.0.0.1:0",
+            "--duration",
+            "30",
+            "--idle",
+        ])
+        .args(["1", "--busy-poll", "--json"])
+        .arg(&sink_json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(sink.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("pspat udpsink: ready on ")
+        .unwrap_or_else(|| panic!("no ready line: {line:?}"))
+        .to_owned();
+    // Two paced senders and a victim, low rates: nothing should be lost on loopback.
+    let gen = pspat()
+        .args(["udpgen", "--dest", &addr, "--senders", "2", "--len", "300"])
+        .args([
+            "--duration",
+            "0.5",
+            "--src-port-base",
+            "0",
+            "--rate",
+            "3000",
+        ])
+        .args(["--victim-rate", "400", "--victim-len", "120", "--json"])
+        .arg(&gen_json)
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let status = sink.wait().unwrap();
+    assert!(status.success());
+    let g = read_json(&gen_json);
+    let s = read_json(&sink_json);
+    let flows = g["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 3);
+    assert_eq!(flows[2]["victim"], true);
+    assert_eq!(flows[2]["client"], 2);
+    let mut total = 0;
+    for f in flows {
+        let client = f["client"].as_u64().unwrap();
+        let sent = f["packets"].as_u64().unwrap();
+        // Paced at 3000/s (400/s) for 0.5 s: about 1500 (200), and never far above.
+        let want = if client == 2 { 200.0 } else { 1500.0 };
+        assert!(
+            (sent as f64) > 0.7 * want && (sent as f64) <= want + 2.0,
+            "client {client} sent {sent}"
+        );
+        let c = s["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["client"] == client)
+            .unwrap_or_else(|| panic!("client {client} not in the sink's report: {s}"));
+        assert_eq!(c["packets"].as_u64(), Some(sent), "client {client}: {c}");
+        assert_eq!(c["lost"], 0);
+        assert_eq!(c["reordered"], 0);
+        let len = if client == 2 { 120 } else { 300 };
+        assert_eq!(c["wire_bytes"].as_u64(), Some(sent * len));
+        let lat = &c["latency"];
+        let (p50, p99, max) = (
+            lat["p50_ns"].as_u64().unwrap(),
+            lat["p99_ns"].as_u64().unwrap(),
+            lat["max_ns"].as_u64().unwrap(),
+        );
+        assert!(p50 > 0 && p50 <= p99 && p99 <= max, "{lat}");
+        assert!(max < 2_000_000_000, "{lat}");
+        total += sent;
+    }
+    assert_eq!(s["total_packets"].as_u64(), Some(total));
+    assert_eq!(s["received_total"].as_u64(), Some(total));
+    assert_eq!(s["garbled"], 0);
+
+    // The analysis: one CSV line, then three plots.
+    let csv = dir.join("results.csv");
+    let shares = dir.join("shares.csv");
+    let out = pspat()
+        .args(["experiment", "row", "--set", "t", "--mode", "none"])
+        .args(["--weights", "1,3", "--gen"])
+        .arg(&gen_json)
+        .arg("--sink")
+        .arg(&sink_json)
+        .arg("--csv")
+        .arg(&csv)
+        .arg("--shares-csv")
+        .arg(&shares)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let head: Vec<&str> = lines[0].split(',').collect();
+    let row: Vec<&str> = lines[1].split(',').collect();
+    let cell = |name: &str| row[head.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(cell("senders"), "2");
+    assert_eq!(cell("victim_pkts"), flows[2]["packets"].to_string());
+    // Equal rates against weights 1:3: sender 0 has about twice its 25% target.
+    let err: f64 = cell("max_share_err").parse().unwrap();
+    assert!((0.9..1.1).contains(&err), "{err}");
+    assert_eq!(std::fs::read_to_string(&shares).unwrap().lines().count(), 3);
+    let plots = dir.join("plots");
+    pspat()
+        .args(["experiment", "plot"])
+        .arg(&csv)
+        .arg(&plots)
+        .assert()
+        .success();
+    for name in ["t-pps.svg", "t-share-error.svg", "t-victim-p99.svg"] {
+        let svg = std::fs::read_to_string(plots.join(name)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("none"), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let base = ["udpgen", "--dest", "127.0.0.1:9", "--duration", "0.1"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        base.iter().chain(extra).copied().collect()
+    };
+    fails(&with(&["--len", "60"]), 2, "82..=");
+    fails(&with(&["--senders", "0"]), 2, "--senders");
+    fails(&with(&["--victim-port", "9999"]), 2, "--victim-rate");
+    fails(
+        &with(&["--src-port-base", "65530", "--senders", "8"]),
+        2,
+        "65535",
+    );
+    fails(&with(&["--cpus", "5-2"]), 2, "decreasing");
+    fails(&with(&["--cpus", "100000"]), 2, "CPU 100000");
+    fails(
+        &["udpgen", "--dest", "nowhere", "--duration", "1"],
+        2,
+        "--dest",
+    );
+    fails(
+        &["udpsink", "--bind", "127.0.0.1:0", "--duration", "0"],
+        2,
+        "0.01..=3600",
+    );
+    // 192.0.2.1 (TEST-NET-1) is on no interface here: bind fails, naming the address.
+    fails(
+        &["udpsink", "--bind", "192.0.2.1:9", "--duration", "1"],
+        1,
+        "192.0.2.1:9",
+    );
+    fails(
+        &["experiment", "plot", "/nonexistent/results.csv", "/tmp"],
+        1,
+        "/nonexistent/results.csv",
+    );
+}

@@ -1,0 +1,326 @@
+#!/usr/bin/env bash
+# The shaper experiment kit (pspat issue 7): pspat shaping vs Linux TC HTB vs no
+# scheduling, on a topology of network namespaces and veth pairs it creates and removes.
+#
+#   ns snd             ns shp                          ns rcv
+#   udpgen --- s0 ==veth== s1 [shaper or bridge] r1 ==veth== r0 --- udpsink
+#   10.77.0.1                                               10.77.0.2
+#
+# Usage (as root): experiments/shaper/run.sh [--quick] [options]; see --help and
+# docs/EXPERIMENTS.md. Writes experiments/shaper/results/{results.csv,shares.csv,*.svg}
+# and each run's reports and logs under results/runs/ (not committed).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+usage() {
+    cat <<EOF
+usage: $0 [--quick] [--senders "1 2 4 8 16 32"] [--modes "pspat htb none"]
+          [--sets "shares cpu"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
+          [--link-mbit N] [--alg NAME]
+
+Runs, for each set, each number of senders M and each mode, one measurement:
+  modes  pspat: 'pspat shape' forwards s1 -> r1 (AF_PACKET), scheduled by a generated
+                dummynet configuration (one queue per sender, weighted, on one link)
+         htb:   a bridge s1-r1 with an HTB tree on r1's egress, same weights and rates
+         none:  the bridge alone (r1's default qdisc)
+  sets   shares: link of --link-mbit (default 200) Mbit/s, senders paced to 2x the link
+                 in all: the link is the bottleneck; measures shares and victim latency
+         cpu:    link of 10 Gbit/s, senders as fast as they can: the CPU is the limit;
+                 measures delivered packets per second
+--quick: M in 2 8, shorter runs (about 1.5 minutes in all).
+Needs root (network namespaces). Removes everything it created, also on error or Ctrl-C.
+EOF
+}
+
+# ---- settings --------------------------------------------------------------------------
+senders_list="1 2 4 8 16 32"
+modes="pspat htb none"
+sets="shares cpu"
+out="$here/results"
+pspat_bin="$repo/target/release/pspat"
+duration=""          # counting window per run, seconds (default 3, quick 1.5)
+warmup=""            # seconds before counting (default 1, quick 0.5)
+link_mbit=200        # the 'shares' set's link
+alg="wf2q+"          # pspat's scheduling algorithm
+quick=0
+
+len=1000             # greedy senders' packet length on the wire, bytes
+victim_len=200
+victim_rate=1000     # packets/s
+victim_weight=20
+weights="1,2,3,4"    # sender i has weight 1 + (i mod 4)
+qlimit=100           # packets per queue, pspat and pfifo alike
+overload=2           # 'shares' set: offered load / link rate
+port=9000
+base=10000           # sender i sends from port base + i
+victim_port=20000
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) quick=1 ;;
+        --senders) senders_list="$2"; shift ;;
+        --modes) modes="$2"; shift ;;
+        --sets) sets="$2"; shift ;;
+        --out) out="$2"; shift ;;
+        --pspat) pspat_bin="$2"; shift ;;
+        --duration) duration="$2"; shift ;;
+        --warmup) warmup="$2"; shift ;;
+        --link-mbit) link_mbit="$2"; shift ;;
+        --alg) alg="$2"; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+if [ "$quick" = 1 ]; then
+    [ "$senders_list" = "1 2 4 8 16 32" ] && senders_list="2 8"
+    duration=${duration:-1.5}
+    warmup=${warmup:-0.5}
+fi
+duration=${duration:-3}
+warmup=${warmup:-1}
+
+if [ "$(id -u)" != 0 ]; then
+    echo "error: run as root: the kit creates network namespaces and veth pairs" >&2
+    exit 1
+fi
+for tool in ip tc awk; do
+    command -v "$tool" >/dev/null || { echo "error: '$tool' is not installed" >&2; exit 1; }
+done
+for m in $modes; do
+    case "$m" in pspat|htb|none) ;; *) echo "error: unknown mode '$m'" >&2; exit 2 ;; esac
+done
+for s in $sets; do
+    case "$s" in shares|cpu) ;; *) echo "error: unknown set '$s'" >&2; exit 2 ;; esac
+done
+for m in $senders_list; do
+    case "$m" in ''|*[!0-9]*) echo "error: sender count '$m' is not a number" >&2; exit 2 ;; esac
+    if [ "$m" -lt 1 ] || [ "$m" -gt 1000 ]; then
+        echo "error: sender count $m is outside 1..1000" >&2; exit 2
+    fi
+done
+if [ ! -x "$pspat_bin" ]; then
+    echo "building pspat (cargo build --release -p pspat) ..." >&2
+    (cd "$repo" && cargo build --release -p pspat)
+fi
+have_shape=1
+if ! "$pspat_bin" shape --help >/dev/null 2>&1; then
+    have_shape=0
+    case " $modes " in *" pspat "*)
+        echo "warning: this pspat has no 'shape' subcommand: mode pspat is skipped" >&2 ;;
+    esac
+fi
+
+# ---- topology ----------------------------------------------------------------------------
+# Names are unique to this run (prefix + PID), so two kits, or anything else on the host,
+# never collide; the host's own namespace and interfaces are never touched.
+pfx="pspx$$"
+ns_snd="$pfx-snd"; ns_shp="$pfx-shp"; ns_rcv="$pfx-rcv"
+created_ns=()
+pids=()
+tmp=$(mktemp -d "/tmp/$pfx.XXXXXX")
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    for p in "${pids[@]}"; do
+        kill -TERM "$p" 2>/dev/null || true
+    done
+    for p in "${pids[@]}"; do
+        wait "$p" 2>/dev/null || true
+    done
+    # Deleting a namespace destroys its veths and their peers, bridges and qdiscs.
+    for n in "${created_ns[@]}"; do
+        ip netns del "$n" 2>/dev/null || true
+    done
+    rm -rf "$tmp"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+in_ns() { local n=$1; shift; ip netns exec "$n" "$@"; }
+
+for n in "$ns_snd" "$ns_shp" "$ns_rcv"; do
+    ip netns add "$n"
+    created_ns+=("$n")
+    # No IPv6: no router solicitations or neighbour discovery through the shaper.
+    in_ns "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    ip -n "$n" link set lo up
+done
+ip -n "$ns_snd" link add s0 type veth peer name s1 netns "$ns_shp"
+ip -n "$ns_shp" link add r1 type veth peer name r0 netns "$ns_rcv"
+ip -n "$ns_snd" addr add 10.77.0.1/24 dev s0
+ip -n "$ns_rcv" addr add 10.77.0.2/24 dev r0
+for l in "$ns_snd s0" "$ns_shp s1" "$ns_shp r1" "$ns_rcv r0"; do
+    set -- $l
+    ip -n "$1" link set "$2" up
+done
+mac() { ip -n "$1" -o link show "$2" | awk '{for (i = 1; i < NF; i++) if ($i == "link/ether") print $(i + 1)}'; }
+# Static neighbours: no ARP has to cross the shaper.
+ip -n "$ns_snd" neigh replace 10.77.0.2 lladdr "$(mac "$ns_rcv" r0)" dev s0 nud permanent
+ip -n "$ns_rcv" neigh replace 10.77.0.1 lladdr "$(mac "$ns_snd" s0)" dev r0 nud permanent
+ip -n "$ns_shp" link set s1 promisc on
+ip -n "$ns_shp" link set r1 promisc on
+
+# ---- helpers -------------------------------------------------------------------------------
+# The busy-polling sink spins on the last CPU, the senders run on the others (with the
+# kernel's forwarding work, done in their softirq context): a sink that shared its CPU with
+# the senders would fall behind them, and its socket buffer would become the bottleneck.
+ncpu=$(nproc)
+sink_cpu=$((ncpu - 1))
+if [ "$ncpu" -ge 2 ]; then gen_cpus="0-$((ncpu - 2))"; else gen_cpus=0; fi
+
+# weight of sender $1
+weight_of() { local w; IFS=, read -ra w <<<"$weights"; echo "${w[$(($1 % ${#w[@]}))]}"; }
+
+# waits until file $1 contains $2 (the process $3 must stay alive), at most 10 s
+wait_for() {
+    local i
+    for i in $(seq 1 200); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        kill -0 "$3" 2>/dev/null || { echo "error: process exited early:" >&2; cat "$1" >&2; return 1; }
+        sleep 0.05
+    done
+    echo "error: no '$2' after 10 s in $1" >&2
+    return 1
+}
+
+stop() { # pid: TERM, wait, forget
+    kill -TERM "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    local keep=() p
+    for p in "${pids[@]}"; do [ "$p" != "$1" ] && keep+=("$p"); done
+    pids=("${keep[@]+"${keep[@]}"}")
+}
+
+bridge_up() {
+    ip -n "$ns_shp" link add br0 type bridge forward_delay 0 stp_state 0
+    ip -n "$ns_shp" link set s1 master br0
+    ip -n "$ns_shp" link set r1 master br0
+    ip -n "$ns_shp" link set br0 up
+}
+
+bridge_down() {
+    tc -n "$ns_shp" qdisc del dev r1 root 2>/dev/null || true
+    ip -n "$ns_shp" link del br0 2>/dev/null || true
+}
+
+hexid() { printf '%x' "$1"; }
+
+# HTB on r1: root class at the link rate; one class per sender with rate = link * w / W
+# (W: the sum of all weights, the victim's included) and ceil = link, quantum = 1514 * w
+# bytes (so the excess is lent in proportion to the weights too); the victim's class the
+# same way; pfifo leaves of $qlimit packets; u32 filters on the UDP source port.
+htb_up() { # link_bps m
+    local link=$1 m=$2 i w total=$victim_weight cls
+    for i in $(seq 0 $((m - 1))); do total=$((total + $(weight_of "$i"))); done
+    local t="tc -n $ns_shp"
+    $t qdisc add dev r1 root handle 1: htb
+    # (the root class lends by its children's quanta; its own only silences tc's warning)
+    $t class add dev r1 parent 1: classid 1:1 htb rate "${link}bit" ceil "${link}bit" \
+        quantum 60000
+    for i in $(seq 0 "$m"); do
+        if [ "$i" = "$m" ]; then w=$victim_weight; p=$victim_port; else w=$(weight_of "$i"); p=$((base + i)); fi
+        cls=$(hexid $((16 + i)))
+        $t class add dev r1 parent 1:1 classid "1:$cls" htb \
+            rate "$((link * w / total))bit" ceil "${link}bit" quantum $((1514 * w))
+        $t qdisc add dev r1 parent "1:$cls" handle "$cls:" pfifo limit "$qlimit"
+        $t filter add dev r1 parent 1: protocol ip prio 1 u32 \
+            match ip protocol 17 0xff match ip sport "$p" 0xffff flowid "1:$cls"
+    done
+}
+
+# The dummynet configuration pspat shapes with: one scheduler on the link, one queue per
+# sender (and the victim) with its weight and $qlimit slots, one rule per source port.
+pspat_config() { # link_bps m file
+    local link=$1 m=$2 f=$3 i
+    {
+        echo "# generated by experiments/shaper/run.sh: $m senders, link $link bit/s"
+        echo "sched 1 config type $alg bw $((link / 1000))Kbit/s"
+        for i in $(seq 0 $((m - 1))); do
+            echo "queue $((i + 1)) config sched 1 weight $(weight_of "$i") queue $qlimit"
+            echo "add $((100 * (i + 1))) queue $((i + 1)) udp from any $((base + i)) to any"
+        done
+        echo "queue $((m + 1)) config sched 1 weight $victim_weight queue $qlimit"
+        echo "add $((100 * (m + 1))) queue $((m + 1)) udp from any $victim_port to any"
+    } >"$f"
+}
+
+# ---- runs ----------------------------------------------------------------------------------
+mkdir -p "$out/runs"
+csv="$out/results.csv"
+shares_csv="$out/shares.csv"
+rm -f "$csv" "$shares_csv"
+gen_s=$(awk -v w="$warmup" -v d="$duration" 'BEGIN { print w + d + 0.5 }')
+sink_s=$(awk -v g="$gen_s" 'BEGIN { print g + 20 }')
+echo "pspat shaper kit: sets [$sets], modes [$modes], M in [$senders_list]; per run" \
+     "${warmup}s warm-up + ${duration}s counted; namespaces $pfx-*" >&2
+run_one() { # set mode m
+    local set=$1 mode=$2 m=$3 link rate tag dir sink shaper=""
+    if [ "$set" = shares ]; then
+        link=$((link_mbit * 1000000))
+        # offered: $overload x the link in packets/s, split evenly
+        rate=$(awk -v l="$link" -v o="$overload" -v len="$len" -v m="$m" \
+            'BEGIN { printf "%.0f", l * o / (8 * len) / m }')
+    else
+        link=10000000000
+        rate=0
+    fi
+    tag="$set-$mode-$m"
+    dir="$out/runs/$tag"
+    mkdir -p "$dir"
+    case "$mode" in
+        none) bridge_up ;;
+        htb) bridge_up; htb_up "$link" "$m" ;;
+        pspat)
+            pspat_config "$link" "$m" "$dir/config.ipfw"
+            "$pspat_bin" config check --quiet "$dir/config.ipfw" >/dev/null
+            # `ip netns exec` execs the command: $! is pspat's own PID.
+            ip netns exec "$ns_shp" "$pspat_bin" shape --in s1 --out r1 --config "$dir/config.ipfw" \
+                --json "$dir/shape.json" >"$dir/shape.out" 2>"$dir/shape.err" &
+            shaper=$!
+            pids+=("$shaper")
+            wait_for "$dir/shape.err" "pspat shape: ready" "$shaper"
+            ;;
+    esac
+    ip netns exec "$ns_rcv" "$pspat_bin" udpsink --bind "10.77.0.2:$port" --duration "$sink_s" \
+        --warmup "$warmup" --measure "$duration" --idle 1 --busy-poll --cpu "$sink_cpu" \
+        --json "$dir/sink.json" >"$dir/sink.out" 2>"$dir/sink.err" &
+    sink=$!
+    pids+=("$sink")
+    wait_for "$dir/sink.err" "ready" "$sink"
+    # Where packets are lost: UDP receive-buffer drops in rcv, backlog drops (softnet).
+    in_ns "$ns_rcv" grep '^Udp:' /proc/net/snmp >"$dir/udp-before.txt"
+    cat /proc/net/softnet_stat >"$dir/softnet-before.txt"
+    in_ns "$ns_snd" "$pspat_bin" udpgen --dest "10.77.0.2:$port" --senders "$m" \
+        --len "$len" --duration "$gen_s" --src-port-base "$base" --rate "$rate" \
+        --victim-rate "$victim_rate" --victim-port "$victim_port" --victim-len "$victim_len" \
+        --cpus "$gen_cpus" \
+        --json "$dir/gen.json" >"$dir/gen.out" 2>"$dir/gen.err" \
+        || { echo "error: udpgen failed:" >&2; cat "$dir/gen.err" >&2; return 1; }
+    wait "$sink" || { echo "error: udpsink failed:" >&2; cat "$dir/sink.err" >&2; return 1; }
+    in_ns "$ns_rcv" grep '^Udp:' /proc/net/snmp >"$dir/udp-after.txt"
+    cat /proc/net/softnet_stat >"$dir/softnet-after.txt"
+    stop "$sink"
+    if [ -n "$shaper" ]; then stop "$shaper"; fi
+    tc -n "$ns_shp" -s qdisc show dev r1 >"$dir/tc.txt" 2>&1 || true
+    [ "$mode" = pspat ] || bridge_down
+    "$pspat_bin" experiment row --set "$set" --mode "$mode" --link-bps "$link" \
+        --weights "$weights" --gen "$dir/gen.json" --sink "$dir/sink.json" \
+        --csv "$csv" --shares-csv "$shares_csv"
+}
+
+for set in $sets; do
+    for m in $senders_list; do
+        for mode in $modes; do
+            if [ "$mode" = pspat ] && [ "$have_shape" = 0 ]; then continue; fi
+            run_one "$set" "$mode" "$m"
+        done
+    done
+done
+"$pspat_bin" experiment plot "$csv" "$out" >/dev/null
+echo "results: $csv, $shares_csv; plots: $out/*.svg" >&2
