@@ -1,5 +1,6 @@
 //! AF_PACKET on a veth pair: how fast [`TxSocket::send_batch`] sends and [`RxRing`]
-//! receives, with 64- and 1514-byte frames, with and without PACKET_QDISC_BYPASS.
+//! receives, with 64- and 1514-byte frames, with PACKET_QDISC_BYPASS and without it
+//! (through veth's default noqueue, and through a pfifo_fast root qdisc).
 //!
 //! ```text
 //! sudo taskset -c 1 target/release/examples/afpacket_veth [ROUNDS]
@@ -20,7 +21,9 @@
 //!   sequence number), the user-space side of receiving.
 //!
 //! Frame lengths are as given to sendmmsg (no FCS). Rates are the best of the rounds
-//! (shortest time); the median is printed too.
+//! (shortest time); the median is printed too. Twice: by wall clock, and by the thread's
+//! CPU time (CLOCK_THREAD_CPUTIME_ID), which other processes on a shared machine do not
+//! inflate (softirq work done in the sender's context counts as its system time).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -32,6 +35,15 @@ fn ip(args: &[&str]) {
     assert!(
         out.status.success(),
         "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn tc(args: &[&str]) {
+    let out = Command::new("tc").args(args).output().expect("run tc(8)");
+    assert!(
+        out.status.success(),
+        "tc {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
@@ -49,9 +61,22 @@ fn frames(len: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Sends `n` frames, [`BATCH`] per call; returns the time taken.
-fn send(tx: &mut TxSocket, fs: &[Vec<u8>], n: usize) -> Duration {
-    let t = Instant::now();
+/// CPU time of the calling thread, in seconds (CLOCK_THREAD_CPUTIME_ID): unlike wall
+/// time, it does not count the time other processes of a shared machine take the CPU.
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is supported by Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Sends `n` frames, [`BATCH`] per call; returns the wall and CPU seconds taken.
+fn send(tx: &mut TxSocket, fs: &[Vec<u8>], n: usize) -> (f64, f64) {
+    let (t, c) = (Instant::now(), thread_cpu());
     let mut left = n;
     while left > 0 {
         let b = left.min(BATCH);
@@ -59,14 +84,18 @@ fn send(tx: &mut TxSocket, fs: &[Vec<u8>], n: usize) -> Duration {
         assert_eq!(k, b, "device refused frames");
         left -= k;
     }
-    t.elapsed()
+    (t.elapsed().as_secs_f64(), thread_cpu() - c)
 }
 
+/// Seconds per frame, wall clock and thread CPU time, one entry per round.
 #[derive(Default)]
 struct Times {
     tx: Vec<f64>,
     tx_ring: Vec<f64>,
     rx: Vec<f64>,
+    tx_cpu: Vec<f64>,
+    tx_ring_cpu: Vec<f64>,
+    rx_cpu: Vec<f64>,
     drops: u64,
 }
 
@@ -103,12 +132,17 @@ fn main() {
     ip(&["link", "set", "dev", "a", "up"]);
     ip(&["link", "set", "dev", "b", "up"]);
 
-    // (frame length, qdisc bypass, frames per measurement: the ring must hold them all).
+    // (frame length, qdisc bypass, root qdisc of `a`, frames per measurement: the ring
+    // must hold them all). veth has no qdisc by default (noqueue): without the bypass,
+    // frames then go from dev_queue_xmit straight to the driver; with pfifo_fast (Linux's
+    // default on real interfaces) they are queued and dequeued under the qdisc lock.
     let configs = [
-        (64usize, true, 100_000usize),
-        (64, false, 100_000),
-        (1514, true, 25_600),
-        (1514, false, 25_600),
+        (64usize, true, "noqueue", 100_000usize),
+        (64, false, "noqueue", 100_000),
+        (64, false, "pfifo_fast", 100_000),
+        (1514, true, "noqueue", 25_600),
+        (1514, false, "noqueue", 25_600),
+        (1514, false, "pfifo_fast", 25_600),
     ];
     let ring_opts = RxOptions {
         // Blocks are handed over when full, not after 1 ms of a long send.
@@ -117,7 +151,15 @@ fn main() {
     };
     let mut times: Vec<Times> = configs.iter().map(|_| Times::default()).collect();
     for _ in 0..rounds {
-        for (c, &(len, bypass, n)) in configs.iter().enumerate() {
+        for (c, &(len, bypass, qdisc, n)) in configs.iter().enumerate() {
+            if qdisc == "noqueue" {
+                // Deleting the root qdisc of veth gives noqueue back; none is no error.
+                let _ = Command::new("tc")
+                    .args(["qdisc", "del", "dev", "a", "root"])
+                    .output();
+            } else {
+                tc(&["qdisc", "replace", "dev", "a", "root", qdisc]);
+            }
             let fs = frames(len);
             let opts = TxOptions {
                 qdisc_bypass: bypass,
@@ -125,17 +167,19 @@ fn main() {
             };
             let mut tx = TxSocket::open("a", &opts).expect("open TxSocket");
             send(&mut tx, &fs, BATCH * 16); // warm-up
-            let t = send(&mut tx, &fs, n);
-            times[c].tx.push(t.as_secs_f64() / n as f64);
+            let (t, cpu) = send(&mut tx, &fs, n);
+            times[c].tx.push(t / n as f64);
+            times[c].tx_cpu.push(cpu / n as f64);
 
             let mut rx = RxRing::open("b", &ring_opts).expect("open RxRing");
-            let t = send(&mut tx, &fs, n);
-            times[c].tx_ring.push(t.as_secs_f64() / n as f64);
+            let (t, cpu) = send(&mut tx, &fs, n);
+            times[c].tx_ring.push(t / n as f64);
+            times[c].tx_ring_cpu.push(cpu / n as f64);
             // Wait for the last, partly filled block, then time only the walk.
             let deadline = Instant::now() + Duration::from_secs(3);
             while !rx.wait(Duration::from_millis(10)).unwrap() && Instant::now() < deadline {}
             std::thread::sleep(Duration::from_millis(1100));
-            let t = Instant::now();
+            let (t, cpu) = (Instant::now(), thread_cpu());
             let mut got = 0usize;
             let mut sum = 0u64;
             loop {
@@ -147,54 +191,84 @@ fn main() {
                     break;
                 }
             }
-            let walk = t.elapsed();
+            let (walk, walk_cpu) = (t.elapsed().as_secs_f64(), thread_cpu() - cpu);
             std::hint::black_box(sum);
             let st = rx.stats().unwrap();
             times[c].drops += st.drops;
             assert!(got <= n, "{got} frames for {n} sent");
-            times[c].rx.push(walk.as_secs_f64() / got.max(1) as f64);
+            times[c].rx.push(walk / got.max(1) as f64);
+            times[c].rx_cpu.push(walk_cpu / got.max(1) as f64);
             if got < n {
-                eprintln!("{len} B bypass={bypass}: received {got} of {n} ({st:?})");
+                eprintln!("{len} B bypass={bypass} {qdisc}: received {got} of {n} ({st:?})");
             }
         }
     }
-    println!(
-        "{:>6} {:>7} {:>14} {:>14} {:>14} {:>7}",
-        "bytes", "bypass", "tx Mfr/s", "tx+ring Mfr/s", "rx walk Mfr/s", "drops"
-    );
     let rate = |s: f64| 1e-6 / s;
-    for (c, &(len, bypass, _)) in configs.iter().enumerate() {
-        let t = &times[c];
+    for (title, cpu) in [("wall clock", false), ("thread CPU time", true)] {
+        println!("{title}: Mframes/s, best (median) of {rounds} interleaved rounds");
         println!(
-            "{len:>6} {:>7} {:>6.3} ({:.3}) {:>6.3} ({:.3}) {:>6.2} ({:.2}) {:>7}",
-            if bypass { "yes" } else { "no" },
-            rate(best(&t.tx)),
-            rate(median(&t.tx)),
-            rate(best(&t.tx_ring)),
-            rate(median(&t.tx_ring)),
-            rate(best(&t.rx)),
-            rate(median(&t.rx)),
-            t.drops
+            "{:>6} {:>7} {:>9} {:>15} {:>15} {:>15} {:>7}",
+            "bytes", "bypass", "qdisc", "tx", "tx+ring", "rx walk", "drops"
+        );
+        for (c, &(len, bypass, qdisc, _)) in configs.iter().enumerate() {
+            let t = &times[c];
+            let (a, b, d) = if cpu {
+                (&t.tx_cpu, &t.tx_ring_cpu, &t.rx_cpu)
+            } else {
+                (&t.tx, &t.tx_ring, &t.rx)
+            };
+            println!(
+                "{len:>6} {:>7} {:>9} {:>6.3} ({:>6.3}) {:>6.3} ({:>6.3}) {:>6.2} ({:>6.2}) {:>7}",
+                if bypass { "yes" } else { "no" },
+                if bypass { "-" } else { qdisc },
+                rate(best(a)),
+                rate(median(a)),
+                rate(best(b)),
+                rate(median(b)),
+                rate(best(d)),
+                rate(median(d)),
+                t.drops
+            );
+        }
+        let pick = |c: usize, k: usize| -> &Vec<f64> {
+            let t = &times[c];
+            match (k, cpu) {
+                (0, false) => &t.tx,
+                (1, false) => &t.tx_ring,
+                (2, false) => &t.rx,
+                (0, true) => &t.tx_cpu,
+                (1, true) => &t.tx_ring_cpu,
+                _ => &t.rx_cpu,
+            }
+        };
+        // Ratio of rates, x over y, from the best times.
+        let r = |x: usize, y: usize, k: usize| best(pick(y, k)) / best(pick(x, k));
+        println!("  ratios of best rates:");
+        for (x, what) in [(0, "64 B"), (3, "1514 B")] {
+            println!(
+                "    {what}: bypass / noqueue: tx {:.2}, tx+ring {:.2}; \
+                 bypass / pfifo_fast: tx {:.2}, tx+ring {:.2}",
+                r(x, x + 1, 0),
+                r(x, x + 1, 1),
+                r(x, x + 2, 0),
+                r(x, x + 2, 1)
+            );
+        }
+        println!(
+            "    bypass, 64 B / 1514 B: tx {:.2}, tx+ring {:.2}, rx walk {:.2}",
+            r(0, 3, 0),
+            r(0, 3, 1),
+            r(0, 3, 2)
+        );
+        println!(
+            "    bypass, tx / tx+ring (the ring's cost): 64 B {:.2}, 1514 B {:.2}",
+            best(pick(0, 1)) / best(pick(0, 0)),
+            best(pick(3, 1)) / best(pick(3, 0))
+        );
+        println!(
+            "    bypass, 1514 B: tx {:.2} Gbit/s, tx+ring {:.2} Gbit/s",
+            1514.0 * 8.0 / best(pick(3, 0)) * 1e-9,
+            1514.0 * 8.0 / best(pick(3, 1)) * 1e-9
         );
     }
-    println!("best (median) of {rounds} interleaved rounds; ratios of best rates:");
-    let r = |a: &[f64], b: &[f64]| best(b) / best(a);
-    for (x, y, what) in [(0, 1, "64 B"), (2, 3, "1514 B")] {
-        println!(
-            "  {what}: bypass / qdisc  tx {:.2}  tx+ring {:.2}",
-            r(&times[x].tx, &times[y].tx),
-            r(&times[x].tx_ring, &times[y].tx_ring)
-        );
-    }
-    println!(
-        "  bypass, 64 B / 1514 B frames per second: tx {:.2}  tx+ring {:.2}  rx walk {:.2}",
-        r(&times[0].tx, &times[2].tx),
-        r(&times[0].tx_ring, &times[2].tx_ring),
-        r(&times[0].rx, &times[2].rx)
-    );
-    println!(
-        "  bypass, 1514 B: tx {:.2} Gbit/s, tx+ring {:.2} Gbit/s",
-        1514.0 * 8.0 / best(&times[2].tx) * 1e-9,
-        1514.0 * 8.0 / best(&times[2].tx_ring) * 1e-9
-    );
 }

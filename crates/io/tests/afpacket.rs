@@ -427,6 +427,41 @@ fn an_overrun_drops_new_frames_counts_them_and_the_ring_recovers() {
     });
 }
 
+#[test]
+fn an_interface_going_down_is_reported_once_and_the_ring_resumes() {
+    in_netns(|| {
+        let mut rx = RxRing::open("b", &small_ring()).unwrap();
+        let mut tx = TxSocket::open("a", &TxOptions::default()).unwrap();
+        ip("link set dev b down");
+        let e = rx.wait(Duration::from_millis(50)).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("on b") && msg.contains("poll"), "{msg}");
+        assert!(
+            matches!(&e, AfPacketError::Io { source, .. }
+            if source.raw_os_error() == Some(libc::ENETDOWN)),
+            "{e:?}"
+        );
+        assert!(
+            !rx.wait(Duration::from_millis(10)).unwrap(),
+            "the error is reported once"
+        );
+        ip("link set dev b up");
+        // The veth pair needs both ends up to carry frames; retry until it does.
+        let frame = test_frame(1, 64);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got = Vec::new();
+        while got.is_empty() && Instant::now() < deadline {
+            let _ = tx.send_batch(1, |_| &frame);
+            got = recv_until(&mut rx, 1, Duration::from_millis(50), ours);
+        }
+        assert_eq!(
+            got.len(),
+            1,
+            "the ring receives again after the interface is back"
+        );
+    });
+}
+
 fn pkt(client: u32, seq: u32, len: u32) -> Pkt {
     Pkt {
         len,

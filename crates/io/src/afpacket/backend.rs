@@ -29,6 +29,7 @@
 //! sendmmsg(2) per [`BATCH`] packets.
 
 use std::net::Ipv4Addr;
+use std::os::fd::AsFd;
 
 use super::{resolve, sys, AfPacketError, TxOptions, TxSocket, BATCH};
 use crate::backend::{Backend, SendError, Sender};
@@ -75,7 +76,6 @@ impl AfPacket {
         let (cname, _) = resolve(ifname, op)?;
         let fd = sys::inet_socket()
             .map_err(|e| AfPacketError::os(ifname, "afpacket backend: socket for ioctl", e))?;
-        use std::os::fd::AsFd;
         let (hwtype, mac) = sys::if_hwaddr(fd.as_fd(), &cname)
             .map_err(|e| AfPacketError::os(ifname, "ioctl SIOCGIFHWADDR", e))?;
         if hwtype != libc::ARPHRD_ETHER && hwtype != libc::ARPHRD_LOOPBACK {
@@ -124,7 +124,7 @@ impl Backend for AfPacket {
         "afpacket"
     }
 
-    fn open(&self, thread: usize) -> Result<Box<dyn Sender>, SendError> {
+    fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
         let sock = TxSocket::open(&self.ifname, &self.tx)?;
         let mtu = sock.mtu()?;
         let max_frame = (mtu as usize + 14).min(MAX_WIRE_LEN as usize);
@@ -136,7 +136,6 @@ impl Backend for AfPacket {
         }
         let template = self.template();
         let ip_sum = sum16(0, &template[14..34]);
-        let _ = thread;
         Ok(Box::new(AfPacketSender {
             sock,
             mtu,

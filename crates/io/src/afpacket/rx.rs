@@ -231,6 +231,10 @@ impl RxRing {
 
     /// Waits up to `timeout` (rounded up to a millisecond; zero: just look) for the next
     /// block to be handed over. `Ok(true)` if one is ready.
+    ///
+    /// When the interface went down since the last call, returns that error once
+    /// (ENETDOWN, "Network is down"); the ring receives again when the interface comes back
+    /// up (the kernel re-attaches the socket).
     pub fn wait(&mut self, timeout: Duration) -> Result<bool, AfPacketError> {
         if self.ring.is_user(self.next) {
             return Ok(true);

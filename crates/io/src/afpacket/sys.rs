@@ -184,7 +184,8 @@ pub(super) fn page_size() -> usize {
 }
 
 /// Waits up to `timeout_ms` (-1: forever) for `fd` to be readable. Ok(false) after the
-/// timeout or an interrupting signal.
+/// timeout or an interrupting signal. A pending socket error (POLLERR: ENETDOWN when the
+/// interface went down) is returned, and cleared, as an error.
 pub(super) fn poll_in(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
@@ -199,6 +200,27 @@ pub(super) fn poll_in(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result
             return Ok(false);
         }
         return Err(err);
+    }
+    if pfd.revents & libc::POLLERR != 0 {
+        let mut err: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `err` and `len` are writable and live across the call; `len` holds the
+        // size of `err`. SO_ERROR reads and clears the socket's pending error.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if err != 0 {
+            return Err(io::Error::from_raw_os_error(err));
+        }
     }
     Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
 }
