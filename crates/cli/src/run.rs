@@ -375,13 +375,16 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
     }
 }
 
+/// A change every configuration read gets before the engine sees it.
+pub(crate) type Adjust = Box<dyn Fn(&mut pspat_config::Config)>;
+
 /// Watches the dummynet-style configuration file and applies it to the running engine
 /// when it changes (its modification time moves): rates, weights, rules and tables change
 /// without stopping the arbiter. A file that does not parse, or a change the engine cannot
 /// make live, is reported and the running configuration stays.
 pub(crate) struct Reloader {
     /// Applied to every configuration read, before the engine sees it.
-    pub(crate) adjust: Option<Box<dyn Fn(&mut pspat_config::Config)>>,
+    pub(crate) adjust: Option<Adjust>,
     path: std::path::PathBuf,
     seen: Option<std::time::SystemTime>,
     next_check: Instant,
