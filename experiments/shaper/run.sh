@@ -18,18 +18,22 @@ usage() {
     cat <<EOF
 usage: $0 [--quick] [--senders "1 2 4 8 16 32"] [--modes "pspat htb none"]
           [--sets "shares cpu"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
-          [--link-mbit N] [--alg NAME]
+          [--link-mbit N] [--overload X] [--alg NAME] [--sink-spin-us N]
 
 Runs, for each set, each number of senders M and each mode, one measurement:
   modes  pspat: 'pspat shape' forwards s1 -> r1 (AF_PACKET), scheduled by a generated
                 dummynet configuration (one queue per sender, weighted, on one link)
          htb:   a bridge s1-r1 with an HTB tree on r1's egress, same weights and rates
          none:  the bridge alone (r1's default qdisc)
-  sets   shares: link of --link-mbit (default 200) Mbit/s, senders paced to 2x the link
-                 in all: the link is the bottleneck; measures shares and victim latency
+  sets   shares: link of --link-mbit (default 200) Mbit/s, senders paced to --overload
+                 (default 2) times the link in all: the link is the bottleneck; measures
+                 shares and victim latency
          cpu:    link of 10 Gbit/s, senders as fast as they can: the CPU is the limit;
                  measures delivered packets per second
 --quick: M in 2 8, shorter runs (about 1.5 minutes in all).
+--sink-spin-us N: the busy-polling sink spins N us (default 50) after each datagram, then
+  sleeps until the next; 0: it spins all the time (best on a CPU of its own, worse on a
+  shared one: see docs/EXPERIMENTS.md).
 Needs root (network namespaces). Removes everything it created, also on error or Ctrl-C.
 EOF
 }
@@ -44,6 +48,7 @@ duration=""          # counting window per run, seconds (default 3, quick 1.5)
 warmup=""            # seconds before counting (default 1, quick 0.5)
 link_mbit=200        # the 'shares' set's link
 alg="wf2q+"          # pspat's scheduling algorithm
+sink_spin_us=50
 quick=0
 
 len=1000             # greedy senders' packet length on the wire, bytes
@@ -69,6 +74,8 @@ while [ $# -gt 0 ]; do
         --warmup) warmup="$2"; shift ;;
         --link-mbit) link_mbit="$2"; shift ;;
         --alg) alg="$2"; shift ;;
+        --overload) overload="$2"; shift ;;
+        --sink-spin-us) sink_spin_us="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -288,7 +295,8 @@ run_one() { # set mode m
             ;;
     esac
     ip netns exec "$ns_rcv" "$pspat_bin" udpsink --bind "10.77.0.2:$port" --duration "$sink_s" \
-        --warmup "$warmup" --measure "$duration" --idle 1 --busy-poll --cpu "$sink_cpu" \
+        --warmup "$warmup" --measure "$duration" --idle 1 --cpu "$sink_cpu" \
+        --busy-poll --spin-us "$sink_spin_us" \
         --json "$dir/sink.json" >"$dir/sink.out" 2>"$dir/sink.err" &
     sink=$!
     pids+=("$sink")
@@ -309,8 +317,12 @@ run_one() { # set mode m
     if [ -n "$shaper" ]; then stop "$shaper"; fi
     tc -n "$ns_shp" -s qdisc show dev r1 >"$dir/tc.txt" 2>&1 || true
     [ "$mode" = pspat ] || bridge_down
+    local drops
+    drops=$(awk '$1 == "Udp:" && $2 ~ /^[0-9]+$/ { v[n++] = $6 } END { print v[1] - v[0] }' \
+        "$dir/udp-before.txt" "$dir/udp-after.txt")
     "$pspat_bin" experiment row --set "$set" --mode "$mode" --link-bps "$link" \
         --weights "$weights" --gen "$dir/gen.json" --sink "$dir/sink.json" \
+        --sink-drops "$drops" \
         --csv "$csv" --shares-csv "$shares_csv"
 }
 

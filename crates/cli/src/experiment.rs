@@ -58,6 +58,10 @@ pub struct RowArgs {
     /// The results CSV to append to (created with its header line).
     #[arg(long, value_name = "FILE")]
     csv: PathBuf,
+    /// Datagrams the receiving host dropped because the sink's socket buffer was full
+    /// (RcvbufErrors), measured by the caller; written as is (empty: unknown).
+    #[arg(long, value_name = "N")]
+    sink_drops: Option<u64>,
     /// Also append each greedy sender's share against its target to this CSV.
     #[arg(long, value_name = "FILE")]
     shares_csv: Option<PathBuf>,
@@ -72,7 +76,7 @@ pub struct PlotArgs {
 }
 
 /// Columns of the results CSV, in order.
-pub const COLUMNS: [&str; 18] = [
+pub const COLUMNS: [&str; 19] = [
     "set",
     "mode",
     "link_bps",
@@ -91,6 +95,7 @@ pub const COLUMNS: [&str; 18] = [
     "victim_max_us",
     "victim_loss_frac",
     "window_s",
+    "sink_drops",
 ];
 
 const SHARE_COLUMNS: [&str; 9] = [
@@ -242,6 +247,7 @@ fn row(a: &RowArgs) -> Result<()> {
         vmax,
         vloss,
         format!("{:.3}", sink.window_s),
+        a.sink_drops.map_or(String::new(), |d| d.to_string()),
     ]
     .join(",");
     append(&a.csv, &COLUMNS, &line)?;
@@ -457,7 +463,7 @@ fn draw(path: &Path, caption: &str, ylabel: &str, data: &Series, log: bool) -> R
         (x0 - 1.0, x0 + 1.0)
     };
     let ymax = ys.iter().copied().fold(0.0, f64::max);
-    let colours = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+    let colours = [MAGENTA, CYAN, BLACK, BLUE, RED, GREEN];
     // The axis is log2(M): plotters places ticks at round values of it, and only those at
     // whole numbers (powers of two) are labelled.
     let label_x = |x: &f64| {
@@ -490,7 +496,13 @@ fn draw(path: &Path, caption: &str, ylabel: &str, data: &Series, log: bool) -> R
                 if pts.is_empty() {
                     continue;
                 }
-                let c = colours[i % colours.len()];
+                // The kit's modes keep their colours whichever ran.
+                let c = match mode.as_str() {
+                    "pspat" => BLUE,
+                    "htb" => RED,
+                    "none" => GREEN,
+                    _ => colours[i % colours.len()],
+                };
                 let xy: Vec<(f64, f64)> = pts
                     .iter()
                     .map(|&(s, y)| (f64::from(s).log2(), y.max($floor)))
@@ -611,7 +623,7 @@ mod tests {
     fn csv_round_trip_and_errors() {
         let head = COLUMNS.join(",");
         let line = "shares,htb,100000000,8,1000,400000,12000,96.00,0.9,0.031,0.99,3000,40.5,\
-                    80.25,90,100,0,3.000";
+                    80.25,90,100,0,3.000,17";
         let p = parse_csv(&format!("{head}\n{line}\n")).unwrap();
         assert_eq!(
             p,

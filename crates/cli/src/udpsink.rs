@@ -6,7 +6,11 @@
 //! Receiving: the pspat-io [`Receiver`] (recvmmsg, [`BATCH`] datagrams per call, a 4 MiB
 //! receive buffer if `net.core.rmem_max` allows). With `--busy-poll` the socket is
 //! non-blocking and the thread spins on it, so a datagram is taken as soon as it is queued
-//! rather than after a wake-up (which costs tens of µs on a VM); pin it with `--cpu`. The
+//! rather than after a wake-up (which costs tens of µs on a VM); pin it with `--cpu`. On a
+//! CPU it does not have to itself, a thread that always spins is a CPU hog to the Linux
+//! scheduler and waits out other threads' whole time slices (milliseconds) while datagrams
+//! queue; `--spin-us N` spins only N µs after each datagram and then sleeps in recvmmsg,
+//! so that the kernel wakes it (and, as a sleeper, runs it promptly) when the next comes. The
 //! receive time is read once per call, after recvmmsg returns, and given to every datagram
 //! of the batch.
 //!
@@ -66,6 +70,10 @@ pub struct SinkArgs {
     /// Spin on a non-blocking socket instead of sleeping in recvmmsg.
     #[arg(long)]
     busy_poll: bool,
+    /// With --busy-poll: spin at most this many microseconds after the last datagram,
+    /// then sleep in recvmmsg until the next one; 0: spin all the time.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    spin_us: u64,
     /// Pin the receiving thread to this CPU.
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
@@ -235,6 +243,9 @@ fn rate(n: u64, s: f64) -> f64 {
 }
 
 pub fn run(a: SinkArgs) -> Result<()> {
+    if a.spin_us > 0 && !a.busy_poll {
+        return Err(Usage("--spin-us applies to --busy-poll, which is not given".into()).into());
+    }
     if let Some(c) = a.cpu {
         cpu::pin_current_thread(c).map_err(|e| {
             Usage(format!(
@@ -259,6 +270,8 @@ pub fn run(a: SinkArgs) -> Result<()> {
     let (mut received_total, mut warmup_packets, mut other) = (0u64, 0u64, 0u64);
     let mut first: Option<u64> = None;
     let (mut last, mut last_counted) = (0u64, 0u64);
+    let spin_ns = a.spin_us.saturating_mul(1000);
+    let mut spinning = a.busy_poll;
     loop {
         batch.clear();
         let n = rx
@@ -270,10 +283,18 @@ pub fn run(a: SinkArgs) -> Result<()> {
             if now >= end || idle {
                 break;
             }
-            if a.busy_poll {
+            if spinning {
+                if spin_ns > 0 && now - last.max(start) >= spin_ns {
+                    rx.set_nonblocking(false).context("udpsink")?;
+                    spinning = false;
+                }
                 std::hint::spin_loop();
             }
             continue;
+        }
+        if a.busy_poll && !spinning {
+            rx.set_nonblocking(true).context("udpsink")?;
+            spinning = true;
         }
         received_total += n as u64;
         last = now;

@@ -48,7 +48,9 @@ fn gen_into_sink_counts_add_up_and_latency_is_recorded() {
             "30",
             "--idle",
         ])
-        .args(["1", "--busy-poll", "--json"])
+        // Spins 50 us after each datagram, then sleeps: the packets 333 us apart make it
+        // switch between the two all the time.
+        .args(["1", "--busy-poll", "--spin-us", "50", "--json"])
         .arg(&sink_json)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -193,6 +195,19 @@ fn bad_input_gets_a_clear_error() {
         &["udpgen", "--dest", "nowhere", "--duration", "1"],
         2,
         "--dest",
+    );
+    fails(
+        &[
+            "udpsink",
+            "--bind",
+            "127.0.0.1:0",
+            "--duration",
+            "1",
+            "--spin-us",
+            "5",
+        ],
+        2,
+        "--busy-poll",
     );
     fails(
         &["udpsink", "--bind", "127.0.0.1:0", "--duration", "0"],
