@@ -19,6 +19,7 @@ usage() {
 usage: $0 [--quick] [--senders "1 2 4 8 16 32"] [--modes "pspat htb none"]
           [--sets "shares cpu"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
           [--link-mbit N] [--overload X] [--alg NAME] [--sink-spin-us N]
+          [--shaper-nice N] [--shape-args "OPTIONS"]
 
 Runs, for each set, each number of senders M and each mode, one measurement:
   modes  pspat: 'pspat shape' forwards s1 -> r1 (AF_PACKET), scheduled by a generated
@@ -34,6 +35,9 @@ Runs, for each set, each number of senders M and each mode, one measurement:
 --sink-spin-us N: the busy-polling sink spins N us (default 50) after each datagram, then
   sleeps until the next; 0: it spins all the time (best on a CPU of its own, worse on a
   shared one: see docs/EXPERIMENTS.md).
+--shaper-nice N: pspat shape's nice value (default -20: it shares the CPUs with the
+  senders and the sink; the kernel's forwarding work that HTB does runs in softirq context).
+--shape-args "OPTIONS": more options for pspat shape, e.g. "--handoff dispatchers:2".
 Needs root (network namespaces). Removes everything it created, also on error or Ctrl-C.
 EOF
 }
@@ -49,6 +53,8 @@ warmup=""            # seconds before counting (default 1, quick 0.5)
 link_mbit=200        # the 'shares' set's link
 alg="wf2q+"          # pspat's scheduling algorithm
 sink_spin_us=50
+shaper_nice=-20      # pspat shape runs at this nice value (see docs/EXPERIMENTS.md)
+shape_args=""        # more options for pspat shape (e.g. "--handoff dispatchers:2")
 quick=0
 
 len=1000             # greedy senders' packet length on the wire, bytes
@@ -76,6 +82,8 @@ while [ $# -gt 0 ]; do
         --alg) alg="$2"; shift ;;
         --overload) overload="$2"; shift ;;
         --sink-spin-us) sink_spin_us="$2"; shift ;;
+        --shape-args) shape_args="$2"; shift ;;
+        --shaper-nice) shaper_nice="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -287,7 +295,7 @@ run_one() { # set mode m
             pspat_config "$link" "$m" "$dir/config.ipfw"
             "$pspat_bin" config check --quiet "$dir/config.ipfw" >/dev/null
             # `ip netns exec` execs the command: $! is pspat's own PID.
-            ip netns exec "$ns_shp" "$pspat_bin" shape --in s1 --out r1 --config "$dir/config.ipfw" \
+            ip netns exec "$ns_shp" nice -n "$shaper_nice" "$pspat_bin" shape --in s1 --out r1 --config "$dir/config.ipfw" $shape_args \
                 --json "$dir/shape.json" >"$dir/shape.out" 2>"$dir/shape.err" &
             shaper=$!
             pids+=("$shaper")

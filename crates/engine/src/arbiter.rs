@@ -36,10 +36,8 @@ use crate::wake::publish_fence;
 use pspat_io::{Backend, Pkt};
 use pspat_mailbox::{Consumer, Producer};
 
-/// Links shorter than this are waited for by spinning; longer ones by sleeping (the OS
-/// timer slack makes shorter sleeps overshoot).
-const SLEEP_MIN_NS: u64 = 200_000;
-/// How much earlier than `link_idle` a link sleep ends, to absorb wake-up latency.
+/// How much earlier than `link_idle` a link sleep ends (at most), to absorb wake-up
+/// latency. Waits shorter than `EngineConfig::link_spin_ns` are spun instead.
 const SLEEP_EARLY_NS: u64 = 100_000;
 /// Longest block when idle; the arbiter re-checks for a stop request this often anyway.
 const IDLE_BLOCK: Duration = Duration::from_millis(200);
@@ -103,6 +101,8 @@ pub(crate) struct Arbiter<V: Service> {
     delta_a_ns: u64,
     next_drain_ns: u64,
     spin_ns: u64,
+    /// Link waits at least this long are slept.
+    link_spin_ns: u64,
     client_idle_ns: u64,
     /// Decision aggregation: byte budget of one decision (0 = off) and, per flow, the
     /// packets behind each aggregate in the scheduler.
@@ -151,6 +151,7 @@ impl<V: Service> Arbiter<V> {
             delta_a_ns: cfg.delta_a_ns,
             next_drain_ns: 0,
             spin_ns: cfg.spin_ns,
+            link_spin_ns: cfg.link_spin_ns,
             client_idle_ns: cfg.client_idle_ns,
             aggregate_bytes,
             members,
@@ -478,8 +479,8 @@ impl<V: Service> Arbiter<V> {
                     continue;
                 }
                 let wait = self.svc.wake_at_ns().saturating_sub(clock::now_ns());
-                if wait >= SLEEP_MIN_NS {
-                    self.sleep_link(wait - SLEEP_EARLY_NS);
+                if wait >= self.link_spin_ns && wait > 0 {
+                    self.sleep_link(wait - SLEEP_EARLY_NS.min(wait / 2));
                 } else {
                     std::hint::spin_loop();
                 }

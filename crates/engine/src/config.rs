@@ -94,6 +94,15 @@ pub struct EngineConfig {
     pub scan_batch: u32,
     /// Pin the arbiter thread to this CPU (the paper gives it a core of its own).
     pub arbiter_cpu: Option<usize>,
+    /// Waits for a busy link shorter than this (ns) are spun, longer ones slept (a sleep
+    /// ends early by up to 100 us, or half the wait, and the link catches up on what an
+    /// overslept wake-up lost: released packets go back to back until it is on time).
+    /// 200 us by default, for an arbiter with a CPU of its own; a shaper sharing its CPUs
+    /// with other work sleeps instead of spinning (`pspat shape` uses 20 us).
+    pub link_spin_ns: u64,
+    /// The arbiter's timer slack (ns): how late the kernel may end its sleeps; `None`
+    /// keeps the thread's default (50 us).
+    pub arbiter_timer_slack_ns: Option<u64>,
     /// A dummynet-style configuration (schedulers with their own bandwidths, flowsets,
     /// masks, rules and tables). When set, `algorithm`, `params`, `rate_bps` and `flows`
     /// are not used: clients submit with [`crate::Client::submit_frame`] or
@@ -122,6 +131,8 @@ impl EngineConfig {
             aggregate_ns: 0,
             scan_batch: 128,
             arbiter_cpu: None,
+            link_spin_ns: 200_000,
+            arbiter_timer_slack_ns: None,
             dummynet: None,
         }
     }

@@ -526,6 +526,14 @@ struct SpawnArbiter {
 impl SpawnArbiter {
     /// Pins the arbiter if asked; reports a failure to the starting thread.
     fn pin(&self) -> bool {
+        if let Some(ns) = self.cfg.arbiter_timer_slack_ns {
+            if let Err(e) = pspat_io::cpu::set_timer_slack_ns(ns) {
+                let _ = self.ready.send(Err(EngineError::Config(format!(
+                    "setting the arbiter's timer slack to {ns} ns: {e}"
+                ))));
+                return false;
+            }
+        }
         if let Some(cpu) = self.cfg.arbiter_cpu {
             if let Err(e) = pspat_io::cpu::pin_current_thread(cpu) {
                 let _ = self.ready.send(Err(EngineError::Config(format!(

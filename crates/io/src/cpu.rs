@@ -11,6 +11,13 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     crate::sys::pin_current_thread(cpu)
 }
 
+/// Sets how late the kernel may wake the calling thread from a timed sleep (its timer
+/// slack, 50 us by default for normal threads). A thread that sleeps until a precise
+/// instant (the arbiter waiting for a slow link) asks for a small slack.
+pub fn set_timer_slack_ns(ns: u64) -> std::io::Result<()> {
+    crate::sys::set_timer_slack(ns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -27,5 +34,20 @@ mod tests {
         .join()
         .unwrap();
         assert!(pin_current_thread(1 << 20).is_err());
+    }
+
+    #[test]
+    fn timer_slack_is_set_for_the_calling_thread() {
+        std::thread::spawn(|| {
+            set_timer_slack_ns(2_000).unwrap();
+            // /proc shows it for this thread.
+            let tid = std::fs::read_link("/proc/thread-self").unwrap();
+            let path = std::path::Path::new("/proc").join(tid).join("timerslack_ns");
+            if let Ok(s) = std::fs::read_to_string(&path) {
+                assert_eq!(s.trim(), "2000");
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

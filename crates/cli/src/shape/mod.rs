@@ -85,9 +85,19 @@ pub struct ShapeArgs {
     /// Pin the arbiter to this CPU.
     #[arg(long, value_name = "CPU")]
     pub arbiter_cpu: Option<usize>,
-    /// AF_PACKET RX ring: blocks of 1 MiB per receiving thread.
-    #[arg(long, default_value_t = 64, value_name = "N")]
+    /// AF_PACKET RX ring: blocks per receiving thread (4 MiB with the default block: a
+    /// larger ring only lengthens the wait of frames the shaper cannot keep up with).
+    #[arg(long, default_value_t = 256, value_name = "N")]
     pub ring_blocks: usize,
+    /// AF_PACKET RX ring: block size in KiB. The kernel hands a block over when it is full
+    /// or 1 ms after its first frame (TPACKET_V3), so small blocks keep the wait short: a
+    /// 16 KiB block holds about 15 full-size frames.
+    #[arg(long, default_value_t = 16, value_name = "KIB")]
+    pub ring_block_kib: usize,
+    /// Waits for a busy link shorter than this (us) are spun, longer ones slept: the
+    /// shaper shares its CPUs with the traffic, so its arbiter sleeps rather than spins.
+    #[arg(long, default_value_t = 20, value_name = "US")]
+    pub link_spin_us: u64,
     /// Send through the output interface's qdisc instead of bypassing it.
     #[arg(long)]
     pub no_qdisc_bypass: bool,
@@ -154,6 +164,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     for _ in 0..a.rx_threads {
         let opts = RxOptions {
             block_count: a.ring_blocks,
+            block_size: a.ring_block_kib * 1024,
             frame_size: (max_frame + 128).next_power_of_two().max(2048),
             fanout: (a.rx_threads > 1).then_some(Fanout {
                 group,
@@ -189,6 +200,8 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     cfg.handoff = a.handoff;
     cfg.mailbox_entries = a.mailbox;
     cfg.arbiter_cpu = a.arbiter_cpu;
+    cfg.link_spin_ns = a.link_spin_us * 1000;
+    cfg.arbiter_timer_slack_ns = Some(1_000);
     cfg.dummynet = Some(Arc::new(config));
     let pool = FramePool::new(a.rx_threads, pool_slots(a, &cfg), max_frame.max(64));
     let backend = tx::FrameTx::new(Arc::clone(&pool), &a.output, tx_opts);

@@ -9,7 +9,7 @@ mod affinity;
 mod clock;
 mod mmsg;
 
-pub(crate) use affinity::{allowed_cpus, pin_current_thread};
+pub(crate) use affinity::{allowed_cpus, pin_current_thread, set_timer_slack};
 
 pub(crate) use clock::monotonic_ns;
 pub(crate) use mmsg::{set_rcvbuf, RecvBatch, SendBatch};
