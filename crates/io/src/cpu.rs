@@ -42,7 +42,9 @@ mod tests {
             set_timer_slack_ns(2_000).unwrap();
             // /proc shows it for this thread.
             let tid = std::fs::read_link("/proc/thread-self").unwrap();
-            let path = std::path::Path::new("/proc").join(tid).join("timerslack_ns");
+            let path = std::path::Path::new("/proc")
+                .join(tid)
+                .join("timerslack_ns");
             if let Ok(s) = std::fs::read_to_string(&path) {
                 assert_eq!(s.trim(), "2000");
             }

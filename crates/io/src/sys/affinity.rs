@@ -43,7 +43,15 @@ pub(crate) fn set_timer_slack(ns: u64) -> io::Result<()> {
     let ns = libc::c_ulong::try_from(ns.max(1)).unwrap_or(libc::c_ulong::MAX);
     // SAFETY: PR_SET_TIMERSLACK takes one integer argument and no pointers; it changes
     // only the calling thread's timer slack.
-    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_TIMERSLACK,
+            ns,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
