@@ -19,7 +19,7 @@ use crate::control::Change;
 use crate::dispatcher;
 use crate::dnstats::DummynetStats;
 use crate::dummynet::Dummynet;
-use crate::service::{Single, NOT_DUMMYNET};
+use crate::service::{Service, Single, NOT_DUMMYNET};
 use crate::shared::Shared;
 use crate::stats::ClientSnapshot;
 use crate::tx::Transmitter;
@@ -545,6 +545,20 @@ impl SpawnArbiter {
         true
     }
 
+    /// Builds the arbiter over `svc`, tells the starting thread it is ready, and runs it.
+    fn launch<V: Service>(self, svc: V) -> Option<SchedSummary> {
+        let arbiter = Arbiter::new(
+            svc,
+            &self.cfg,
+            self.ports,
+            self.shared,
+            self.out,
+            self.backend,
+        );
+        let _ = self.ready.send(Ok(()));
+        Some(summary(arbiter.run()))
+    }
+
     /// Runs the arbiter over a dummynet-style configuration.
     fn run_dummynet(self, plan: Arc<Classifier>, capacity: u32) -> Option<SchedSummary> {
         if !self.pin() {
@@ -559,16 +573,7 @@ impl SpawnArbiter {
                 return None;
             }
         };
-        let arbiter = Arbiter::new(
-            svc,
-            &self.cfg,
-            self.ports,
-            self.shared,
-            self.out,
-            self.backend,
-        );
-        let _ = self.ready.send(Ok(()));
-        Some(summary(arbiter.run()))
+        self.launch(svc)
     }
 }
 
@@ -603,15 +608,6 @@ impl SchedulerVisitor<Pkt> for SpawnArbiter {
         }
         let max_len = self.cfg.flows.iter().map(|f| f.max_len).collect();
         let svc = Single::new(sched, self.cfg.rate_bps, flows, max_len);
-        let arbiter = Arbiter::new(
-            svc,
-            &self.cfg,
-            self.ports,
-            self.shared,
-            self.out,
-            self.backend,
-        );
-        let _ = self.ready.send(Ok(()));
-        Some(summary(arbiter.run()))
+        self.launch(svc)
     }
 }

@@ -386,15 +386,7 @@ impl MsgBatch {
                 iov_base: f.as_ptr().cast_mut().cast(),
                 iov_len: f.len(),
             };
-            let m = &mut self.msgs[i];
-            m.msg_hdr.msg_name = std::ptr::null_mut();
-            m.msg_hdr.msg_namelen = 0;
-            m.msg_hdr.msg_iov = &mut self.iovs[i];
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_control = std::ptr::null_mut();
-            m.msg_hdr.msg_controllen = 0;
-            m.msg_hdr.msg_flags = 0;
-            m.msg_len = 0;
+            crate::sys::single_iov(&mut self.msgs[i], &mut self.iovs[i]);
         }
         loop {
             // SAFETY: `msgs[..n]` are initialised mmsghdrs whose single iovecs (set just

@@ -57,6 +57,19 @@ impl SockAddr {
     }
 }
 
+/// Makes `m` describe the one buffer `iov`, with no address, no control data, no flags
+/// and no length yet (`iov` must stay where it is until the system call that uses `m`).
+pub(crate) fn single_iov(m: &mut libc::mmsghdr, iov: &mut libc::iovec) {
+    m.msg_hdr.msg_name = std::ptr::null_mut();
+    m.msg_hdr.msg_namelen = 0;
+    m.msg_hdr.msg_iov = iov;
+    m.msg_hdr.msg_iovlen = 1;
+    m.msg_hdr.msg_control = std::ptr::null_mut();
+    m.msg_hdr.msg_controllen = 0;
+    m.msg_hdr.msg_flags = 0;
+    m.msg_len = 0;
+}
+
 fn zeroed_mmsghdrs(n: usize) -> Box<[libc::mmsghdr]> {
     (0..n)
         // SAFETY: mmsghdr is a C struct of integers and raw pointers (plus, on some libcs,
@@ -210,15 +223,7 @@ impl RecvBatch {
                 iov_base: self.bufs[i].as_mut_ptr().cast(),
                 iov_len: RECV_KEEP,
             };
-            let m = &mut self.msgs[i];
-            m.msg_hdr.msg_name = std::ptr::null_mut();
-            m.msg_hdr.msg_namelen = 0;
-            m.msg_hdr.msg_iov = &mut self.iovs[i];
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_control = std::ptr::null_mut();
-            m.msg_hdr.msg_controllen = 0;
-            m.msg_hdr.msg_flags = 0;
-            m.msg_len = 0;
+            single_iov(&mut self.msgs[i], &mut self.iovs[i]);
         }
         loop {
             // SAFETY: `msgs[..n]` are initialised mmsghdrs whose iovecs (set just above)
