@@ -268,6 +268,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
         fit_frames(c, frame_max);
     }));
     let tty = std::io::stderr().is_terminal();
+    let mut dn_prev = engine.dummynet_stats().ok();
     loop {
         if interrupted.load(Ordering::Relaxed) {
             break;
@@ -286,7 +287,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
             if Instant::now() >= t {
                 next_tick = Some(t + e);
                 let now = (engine.snapshot(), totals(&counters));
-                let text = live(&engine, &prev, &now);
+                let text = live(&engine, &prev, &now, &mut dn_prev);
                 if tty {
                     eprint!("\x1b[2J\x1b[H");
                 }
@@ -430,11 +431,12 @@ fn rate(a: u64, b: u64, secs: f64) -> f64 {
 }
 
 /// The live view: totals and rates since the previous view, then the per-instance and
-/// per-queue table.
+/// per-queue table and their rates since the previous view.
 fn live(
     engine: &Engine,
     prev: &(EngineSnapshot, RxTotals),
     now: &(EngineSnapshot, RxTotals),
+    dn_prev: &mut Option<pspat_engine::DummynetStats>,
 ) -> String {
     let secs = now.0.at_ns.saturating_sub(prev.0.at_ns) as f64 / 1e9;
     let (e0, e1) = (engine_totals(&prev.0), engine_totals(&now.0));
@@ -450,6 +452,10 @@ fn live(
     if let Ok(d) = engine.dummynet_stats() {
         s.push('\n');
         s.push_str(&d.to_string());
+        if let Some(old) = dn_prev.as_ref() {
+            s.push_str(&d.rates(old).to_string());
+        }
+        *dn_prev = Some(d);
     }
     s
 }
