@@ -182,7 +182,7 @@ fn forward(
 }
 
 /// The reverse path: what arrives on the output interface goes back out of the input
-/// one, unshaped. Returns (frames, bytes, failures, last error).
+/// one, unshaped, counted in `counters`. Returns the error that stopped it, if any.
 pub fn reverse(
     mut ring: RxRing,
     mut tx: TxSocket,

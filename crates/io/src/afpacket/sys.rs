@@ -202,22 +202,8 @@ pub(super) fn poll_in(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result
         return Err(err);
     }
     if pfd.revents & libc::POLLERR != 0 {
-        let mut err: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `err` and `len` are writable and live across the call; `len` holds the
-        // size of `err`. SO_ERROR reads and clears the socket's pending error.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // SO_ERROR reads and clears the socket's pending error.
+        let err = crate::sys::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
         if err != 0 {
             return Err(io::Error::from_raw_os_error(err));
         }

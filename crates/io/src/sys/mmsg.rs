@@ -264,6 +264,31 @@ impl RecvBatch {
     }
 }
 
+/// Reads an integer socket option.
+pub(crate) fn getsockopt_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are writable and live across the call; `len` holds the size
+    // of `v`, as getsockopt requires; the kernel writes at most `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v)
+}
+
 /// Asks for a receive buffer of `bytes` (SO_RCVBUF; the kernel caps the request at
 /// `net.core.rmem_max` and doubles it for its bookkeeping). Returns the size granted.
 pub(crate) fn set_rcvbuf(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
@@ -281,21 +306,5 @@ pub(crate) fn set_rcvbuf(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> 
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut got: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `got` and `len` are writable and live across the call; `len` holds the size
-    // of `got`, as getsockopt requires.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&mut got as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(got as usize)
+    Ok(getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize)
 }

@@ -12,4 +12,4 @@ mod mmsg;
 pub(crate) use affinity::{allowed_cpus, pin_current_thread, set_timer_slack};
 
 pub(crate) use clock::monotonic_ns;
-pub(crate) use mmsg::{set_rcvbuf, single_iov, RecvBatch, SendBatch};
+pub(crate) use mmsg::{getsockopt_int, set_rcvbuf, single_iov, RecvBatch, SendBatch};
