@@ -194,7 +194,20 @@ fn scheduler_drops_come_back_as_backpressure() {
     }
     // Unknown flow: dropped by the arbiter with its own reason.
     c.submit(7, 100).unwrap();
-    std::thread::sleep(Duration::from_millis(20));
+    // Wait until the arbiter took that packet (so every earlier one too: the mailbox is
+    // FIFO) and the client sees every drop; a fixed sleep fails on a loaded machine.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = engine.snapshot().clients[0];
+        if s.dropped_for(DropReason::UnknownFlow) == 1 && c.drops() == s.dropped_total() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the arbiter never took the packet: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     reported += c.submit(0, 1500).unwrap().dropped_before;
     let report = engine.stop(false);
     let s = report.snapshot.clients[0];
