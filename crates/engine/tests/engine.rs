@@ -193,7 +193,7 @@ fn scheduler_drops_come_back_as_backpressure() {
         std::thread::sleep(Duration::from_micros(200));
     }
     // Unknown flow: dropped by the arbiter with its own reason.
-    c.submit(7, 100).unwrap();
+    reported += c.submit(7, 100).unwrap().dropped_before;
     // Wait until the arbiter took that packet (so every earlier one too: the mailbox is
     // FIFO) and the client sees every drop; a fixed sleep fails on a loaded machine.
     let deadline = Instant::now() + Duration::from_secs(10);
