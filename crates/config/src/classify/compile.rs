@@ -264,7 +264,7 @@ impl Classifier {
                 pd_mask: m.proto.map_or(0, |_| 0xff) | m.direction.map_or(0, |_| 0x300),
                 pd_want: u32::from(m.proto.unwrap_or(0))
                     | m.direction.map_or(0, |d| u32::from(dir_bit(d)) << 8),
-                port_lists: src_ports.has_list() || dst_ports.has_list(),
+                port_check: !(src_ports.masked().2 && dst_ports.masked().2),
                 src_ports,
                 dst_ports,
                 src,

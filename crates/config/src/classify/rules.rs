@@ -1,10 +1,12 @@
 //! Stage 1 at run time: the compiled rules and their evaluation.
 //!
-//! Rules are tried in order; the first whose every condition holds decides. A rule is a
-//! flat record checked cheapest condition first (direction, protocol, ports, then
-//! addresses: prefix lists, then table lookups), so a rule that does not apply usually
-//! costs a couple of compares. Cost of a packet: O(rules tried) compares plus one
-//! [`Lpm`] lookup per table condition reached; no allocation. Large rule sets should be
+//! Rules are tried in order; the first whose every condition holds decides. A packet scans
+//! only the candidate list of its direction, protocol class and address family, and each
+//! candidate is first checked as two masked 64-bit words (protocol, direction, the ports'
+//! leading bits, the addresses' hulls: see `Cand`), so a rule that does not apply costs
+//! two ANDs, two XORs and a branch; the rule itself (port lists, prefix lists, table
+//! lookups, the action) is read only when that passes. Cost of a packet: O(candidates)
+//! word checks plus one [`Lpm`] lookup per table condition reached; no allocation. Large rule sets should be
 //! tables (one `queue tablearg ... table(N)` rule), as the dummynet slides advise.
 //!
 //! **tablearg.** A `table(N)` condition that holds sets the rule's tablearg to the value
@@ -125,15 +127,23 @@ impl PortCond {
         }
     }
 
-    /// Whether [`PortCond::exact`] must be checked after the hull.
-    pub fn has_list(&self) -> bool {
-        !self.list.is_empty()
+    /// The hull as `(want, mask)`: the leading bits its two ends share, so that every port
+    /// of the hull has `port & mask == want`; and whether that is exact (the hull is an
+    /// aligned block of ports, such as one port or all of them, and there is no list).
+    pub(crate) fn masked(&self) -> (u16, u16, bool) {
+        let hi = self.lo.saturating_add(self.span);
+        let mask = u16::MAX
+            .checked_shl(16 - (self.lo ^ hi).leading_zeros())
+            .unwrap_or(0);
+        let exact = self.list.is_empty() && self.lo & !mask == 0 && hi | mask == u16::MAX;
+        (self.lo & mask, mask, exact)
     }
 
-    /// Whether `port` is in one of the ranges, given it is in the hull.
+    /// Whether `port` is in one of the ranges.
     #[inline]
-    fn exact(&self, port: u16) -> bool {
-        self.list.is_empty() || self.list.iter().any(|r| r.lo <= port && port <= r.hi)
+    fn contains(&self, port: u16) -> bool {
+        port.wrapping_sub(self.lo) <= self.span
+            && (self.list.is_empty() || self.list.iter().any(|r| r.lo <= port && port <= r.hi))
     }
 }
 
@@ -179,8 +189,9 @@ pub(crate) struct CRule {
     /// `pd & pd_mask == pd_want` (a mask of 0 for no condition).
     pub pd_mask: u32,
     pub pd_want: u32,
-    /// Whether either port condition has a list to check after its hull.
-    pub port_lists: bool,
+    /// Whether the port conditions must be checked in full: the candidate entry checks
+    /// only the leading bits of each port hull (see [`PortCond::masked`]).
+    pub port_check: bool,
     pub src_ports: PortCond,
     pub dst_ports: PortCond,
     pub src: CAddr,
@@ -204,30 +215,95 @@ impl CRule {
     }
 }
 
-/// A rule as a candidate in one (direction, protocol class) list: what is checked for every
-/// packet, 20 bytes, then the rule itself if that passes.
+/// A rule as a candidate in one (direction, protocol class, family) list: what is checked
+/// for every packet, 36 bytes, then the rule itself if that passes.
+///
+/// The packet is two words ([`packet_words`]): protocol, direction and both ports, then
+/// the low 32 bits of both addresses. The candidate is a mask and a wanted value for each,
+/// so it is checked by two ANDs, two XORs and one branch, taken the same way for most
+/// packets (no per-field branches, which a UDP/TCP mix would mispredict). The fields:
+/// - the protocol and direction conditions;
+/// - each port condition's leading bits (exact for one port, all ports or an aligned
+///   block; other ranges and lists are checked in full once the candidate passes);
+/// - in the IPv4 lists, the *hull* of each address condition: the longest prefix every
+///   address it accepts shares (the prefix itself for one prefix, the common leading bits
+///   of a prefix list, all of IPv4 for a table or no condition). In the IPv6 lists the
+///   address masks are 0 and accept every address.
 #[derive(Clone, Copy, Debug)]
 struct Cand {
-    pd_mask: u32,
-    pd_want: u32,
-    sp_lo: u16,
-    sp_span: u16,
-    dp_lo: u16,
-    dp_span: u16,
+    mask: [u64; 2],
+    want: [u64; 2],
     rule: u32,
 }
 
+/// A packet as the two words [`Cand`] checks: `proto | dir_bit << 8 | src_port << 32 |
+/// dst_port << 48` and `src | dst << 32` (low 32 bits of the addresses).
+#[inline(always)]
+fn packet_words(key: &FlowKey, bit: u8) -> [u64; 2] {
+    [
+        u64::from(key.proto)
+            | u64::from(bit) << 8
+            | u64::from(key.src_port) << 32
+            | u64::from(key.dst_port) << 48,
+        u64::from(key.src as u32) | u64::from(key.dst as u32) << 32,
+    ]
+}
+
 impl Cand {
-    /// Whether direction, protocol or the port hulls rule it out, for `pd = proto |
-    /// dir_bit << 8`. Arithmetic, not `&&` or `&` on booleans (which LLVM turns back into
-    /// branches): one branch per candidate, taken the same way for most packets, where a
-    /// UDP/TCP mix would mispredict a protocol test. `port - lo` minus `span + 1` goes
-    /// negative (bit 31) exactly when `port - lo <= span`.
+    /// The entry of rule `rule` (index `i`) with IPv4 hulls `src`, `dst` (`(net, mask)`).
+    fn new(r: &CRule, i: usize, src: (u32, u32), dst: (u32, u32)) -> Self {
+        let (sp_want, sp_mask, _) = r.src_ports.masked();
+        let (dp_want, dp_mask, _) = r.dst_ports.masked();
+        let word =
+            |pd: u32, sp: u16, dp: u16| u64::from(pd) | u64::from(sp) << 32 | u64::from(dp) << 48;
+        Cand {
+            mask: [
+                word(r.pd_mask, sp_mask, dp_mask),
+                u64::from(src.1) | u64::from(dst.1) << 32,
+            ],
+            want: [
+                word(r.pd_want, sp_want, dp_want),
+                u64::from(src.0) | u64::from(dst.0) << 32,
+            ],
+            rule: i as u32,
+        }
+    }
+
+    /// Whether the packet's words `p` rule it out.
     #[inline(always)]
-    fn miss(&self, pd: u32, sport: u16, dport: u16) -> bool {
-        let s = u32::from(sport.wrapping_sub(self.sp_lo)).wrapping_sub(u32::from(self.sp_span) + 1);
-        let d = u32::from(dport.wrapping_sub(self.dp_lo)).wrapping_sub(u32::from(self.dp_span) + 1);
-        ((pd & self.pd_mask) ^ self.pd_want) | (!(s & d) >> 31) != 0
+    fn miss(&self, p: &[u64; 2]) -> bool {
+        ((p[0] & self.mask[0]) ^ self.want[0]) | ((p[1] & self.mask[1]) ^ self.want[1]) != 0
+    }
+}
+
+/// The hull `(net, mask)` of the IPv4 addresses condition `c` accepts (see [`Cand`]), or
+/// `None` if it accepts no IPv4 address.
+fn v4_hull(c: &CAddr) -> Option<(u32, u32)> {
+    match c {
+        CAddr::Any | CAddr::Table(_) => Some((0, 0)),
+        CAddr::One4(net, mask) => Some((*net, *mask)),
+        CAddr::Prefixes { v4, .. } => {
+            let (&(first, _), _) = v4.split_first()?;
+            let (mut mask, mut differ) = (u32::MAX, 0);
+            for &(net, m) in v4.iter() {
+                mask &= m;
+                differ |= net ^ first;
+            }
+            // Keep only the bits above the highest one where two networks differ.
+            mask &= u32::MAX
+                .checked_shl(32 - differ.leading_zeros())
+                .unwrap_or(0);
+            Some((first & mask, mask))
+        }
+    }
+}
+
+/// Whether condition `c` can accept an IPv6 address.
+fn accepts_v6(c: &CAddr) -> bool {
+    match c {
+        CAddr::Any | CAddr::Table(_) => true,
+        CAddr::One4(..) => false,
+        CAddr::Prefixes { v6, .. } => !v6.is_empty(),
     }
 }
 
@@ -235,14 +311,16 @@ impl Cand {
 /// class (where the protocol test of each candidate does the filtering).
 pub(crate) const MAX_CANDS: usize = 1 << 20;
 
-/// The compiled rules, with per (direction, protocol class) candidate lists: protocols
-/// that no rule tells apart share a class, and a class's list holds, in rule order, only
-/// the rules whose direction and protocol conditions accept it. A packet scans its list.
+/// The compiled rules, with per (direction, protocol class, address family) candidate
+/// lists: protocols that no rule tells apart share a class, and a class's list holds, in
+/// rule order, only the rules whose direction, protocol and address conditions can accept
+/// it. A packet scans its list.
 #[derive(Clone, Debug)]
 pub(crate) struct RuleSet {
     rules: Vec<CRule>,
     cands: Vec<Cand>,
-    /// List of (dir d, class c) is `cands[offs[2c + d]..offs[2c + d + 1]]` (d: In 0, Out 1).
+    /// List of (class c, dir d, family f) is `cands[offs[l]..offs[l + 1]]` with
+    /// `l = 4c + 2d + f` (d: In 0, Out 1; f: IPv4 0, IPv6 1).
     offs: Vec<u32>,
     proto_class: [u16; 256],
 }
@@ -265,7 +343,7 @@ impl RuleSet {
             proto_class[usize::from(p)] = i as u16 + 1;
             reps.push(Some(p));
         }
-        if reps.len() * 2 * rules.len() > max_cands {
+        if reps.len() * 4 * rules.len() > max_cands {
             proto_class = [0; 256];
             reps = vec![None];
         }
@@ -273,22 +351,23 @@ impl RuleSet {
         let mut offs = vec![0u32];
         for rep in &reps {
             for dir in [DIR_IN, DIR_OUT] {
-                for (i, r) in rules.iter().enumerate() {
-                    // `None`: one class for all protocols (or every protocol is named).
-                    let proto_ok = rep.is_none_or_accepted(r);
-                    if r.dirs & dir != 0 && proto_ok {
-                        cands.push(Cand {
-                            pd_mask: r.pd_mask,
-                            pd_want: r.pd_want,
-                            sp_lo: r.src_ports.lo,
-                            sp_span: r.src_ports.span,
-                            dp_lo: r.dst_ports.lo,
-                            dp_span: r.dst_ports.span,
-                            rule: i as u32,
-                        });
+                for v6 in [false, true] {
+                    for (i, r) in rules.iter().enumerate() {
+                        // `None`: one class for all protocols (or every protocol is named).
+                        if r.dirs & dir == 0 || !rep.is_none_or_accepted(r) {
+                            continue;
+                        }
+                        let hulls = if v6 {
+                            (accepts_v6(&r.src) && accepts_v6(&r.dst)).then_some(((0, 0), (0, 0)))
+                        } else {
+                            v4_hull(&r.src).zip(v4_hull(&r.dst))
+                        };
+                        if let Some((src, dst)) = hulls {
+                            cands.push(Cand::new(r, i, src, dst));
+                        }
                     }
+                    offs.push(cands.len() as u32);
                 }
-                offs.push(cands.len() as u32);
             }
         }
         RuleSet {
@@ -309,12 +388,13 @@ impl RuleSet {
         dir: Direction,
     ) -> Outcome {
         let bit = dir_bit(dir);
-        let list =
-            2 * usize::from(self.proto_class[usize::from(key.proto)]) + usize::from(bit >> 1);
+        let list = 4 * usize::from(self.proto_class[usize::from(key.proto)])
+            + 2 * usize::from(bit >> 1)
+            + usize::from(key.v6);
         let cands = &self.cands[self.offs[list] as usize..self.offs[list + 1] as usize];
-        let pd = u32::from(key.proto) | u32::from(bit) << 8;
+        let words = packet_words(key, bit);
         for c in cands {
-            if c.miss(pd, key.src_port, key.dst_port) {
+            if c.miss(&words) {
                 continue;
             }
             if let Some(o) = rule_outcome(&self.rules[c.rule as usize], tables, key) {
@@ -363,7 +443,7 @@ fn addr_match(c: &CAddr, tables: &[Lpm], addr: u128, v6: bool, targ: u32) -> Opt
 /// action. `None` if it does not match.
 #[inline(always)]
 pub(crate) fn rule_outcome(r: &CRule, tables: &[Lpm], key: &FlowKey) -> Option<Outcome> {
-    if r.port_lists && !(r.src_ports.exact(key.src_port) && r.dst_ports.exact(key.dst_port)) {
+    if r.port_check && !(r.src_ports.contains(key.src_port) && r.dst_ports.contains(key.dst_port)) {
         return None;
     }
     let targ = addr_match(&r.src, tables, key.src, key.v6, u32::MAX)?;
@@ -385,4 +465,97 @@ pub(crate) fn rule_outcome(r: &CRule, tables: &[Lpm], key: &FlowKey) -> Option<O
         CAction::Allow => Outcome::Allow,
         CAction::Deny => Outcome::Drop(DropCause::DeniedByRule(r.number)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn range(lo: u16, hi: u16) -> PortRange {
+        PortRange { lo, hi }
+    }
+
+    /// Every port a condition accepts passes its masked hull; when the hull is exact, no
+    /// other port does.
+    fn check_ports(ranges: &[PortRange]) -> (u16, u16, bool) {
+        let c = PortCond::new(ranges);
+        let (want, mask, exact) = c.masked();
+        for p in 0..=u16::MAX {
+            let in_ranges = ranges.is_empty() || ranges.iter().any(|r| r.lo <= p && p <= r.hi);
+            assert_eq!(c.contains(p), in_ranges, "{ranges:?} port {p}");
+            if in_ranges {
+                assert_eq!(p & mask, want, "{ranges:?} port {p} fails its hull");
+            } else if exact {
+                assert_ne!(p & mask, want, "{ranges:?} exact hull passes port {p}");
+            }
+        }
+        (want, mask, exact)
+    }
+
+    #[test]
+    fn port_hulls_are_exact_for_aligned_blocks_only() {
+        assert_eq!(check_ports(&[]), (0, 0, true));
+        assert_eq!(check_ports(&[range(53, 53)]), (53, 0xffff, true));
+        assert_eq!(check_ports(&[range(1024, 2047)]), (1024, 0xfc00, true));
+        assert_eq!(check_ports(&[range(0, 65535)]), (0, 0, true));
+        assert!(!check_ports(&[range(1000, 2000)]).2);
+        assert!(!check_ports(&[range(53, 53), range(80, 80)]).2);
+        assert!(!check_ports(&[range(65535, 65535), range(0, 0)]).2);
+    }
+
+    fn addr_cond() -> impl Strategy<Value = CAddr> {
+        let p4 = (any::<u32>(), 0u32..=32).prop_map(|(a, len)| {
+            let m = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+            (a & m, m)
+        });
+        prop_oneof![
+            Just(CAddr::Any),
+            p4.clone().prop_map(|(n, m)| CAddr::One4(n, m)),
+            (prop::collection::vec(p4, 0..4), any::<bool>()).prop_map(|(v4, with6)| {
+                CAddr::Prefixes {
+                    v4: v4.into(),
+                    v6: if with6 {
+                        vec![(0, 0)].into()
+                    } else {
+                        Vec::new().into()
+                    },
+                }
+            }),
+        ]
+    }
+
+    proptest! {
+        /// An IPv4 address a condition accepts always passes its hull, and a condition
+        /// without a hull accepts no IPv4 address.
+        #[test]
+        fn address_hulls_hold_every_accepted_address(c in addr_cond(), addrs in prop::collection::vec(any::<u32>(), 16)) {
+            let hull = v4_hull(&c);
+            let accepts = |a: u32| match &c {
+                CAddr::Any | CAddr::Table(_) => true,
+                CAddr::One4(n, m) => a & m == *n,
+                CAddr::Prefixes { v4, .. } => v4.iter().any(|&(n, m)| a & m == n),
+            };
+            // Addresses inside the condition's prefixes, and random ones.
+            let inside: Vec<u32> = match &c {
+                CAddr::One4(n, m) => addrs.iter().map(|a| n | (a & !m)).collect(),
+                CAddr::Prefixes { v4, .. } if !v4.is_empty() => addrs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| { let (n, m) = v4[i % v4.len()]; n | (a & !m) })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for a in inside.into_iter().chain(addrs.iter().copied()) {
+                if accepts(a) {
+                    let (net, mask) = hull.expect("a condition that accepts an address has a hull");
+                    prop_assert_eq!(a & mask, net, "{:?} accepts {:#x} outside its hull", c, a);
+                }
+            }
+            if let CAddr::Prefixes { v4, v6 } = &c {
+                prop_assert_eq!(hull.is_none(), v4.is_empty());
+                prop_assert_eq!(accepts_v6(&c), !v6.is_empty());
+            }
+        }
+    }
 }
