@@ -318,10 +318,10 @@ pub(crate) const MAX_CANDS: usize = 1 << 20;
 #[derive(Clone, Debug)]
 pub(crate) struct RuleSet {
     rules: Vec<CRule>,
-    cands: Vec<Cand>,
-    /// List of (class c, dir d, family f) is `cands[offs[l]..offs[l + 1]]` with
-    /// `l = 4c + 2d + f` (d: In 0, Out 1; f: IPv4 0, IPv6 1).
-    offs: Vec<u32>,
+    /// List `l = 4c + 2d + f` is the one of protocol class c, direction d (In 0, Out 1)
+    /// and family f (IPv4 0, IPv6 1). One allocation each, so that finding a list is one
+    /// bounds check and two loads.
+    lists: Vec<Box<[Cand]>>,
     proto_class: [u16; 256],
 }
 
@@ -347,11 +347,11 @@ impl RuleSet {
             proto_class = [0; 256];
             reps = vec![None];
         }
-        let mut cands = Vec::new();
-        let mut offs = vec![0u32];
+        let mut lists = Vec::new();
         for rep in &reps {
             for dir in [DIR_IN, DIR_OUT] {
                 for v6 in [false, true] {
+                    let mut cands = Vec::new();
                     for (i, r) in rules.iter().enumerate() {
                         // `None`: one class for all protocols (or every protocol is named).
                         if r.dirs & dir == 0 || !rep.is_none_or_accepted(r) {
@@ -366,14 +366,13 @@ impl RuleSet {
                             cands.push(Cand::new(r, i, src, dst));
                         }
                     }
-                    offs.push(cands.len() as u32);
+                    lists.push(cands.into_boxed_slice());
                 }
             }
         }
         RuleSet {
             rules,
-            cands,
-            offs,
+            lists,
             proto_class,
         }
     }
@@ -391,7 +390,7 @@ impl RuleSet {
         let list = 4 * usize::from(self.proto_class[usize::from(key.proto)])
             + 2 * usize::from(bit >> 1)
             + usize::from(key.v6);
-        let cands = &self.cands[self.offs[list] as usize..self.offs[list + 1] as usize];
+        let cands = &self.lists[list];
         let words = packet_words(key, bit);
         for c in cands {
             if c.miss(&words) {
