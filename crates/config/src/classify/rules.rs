@@ -216,7 +216,7 @@ impl CRule {
 }
 
 /// A rule as a candidate in one (direction, protocol class, family) list: what is checked
-/// for every packet, 36 bytes, then the rule itself if that passes.
+/// for every packet, 40 bytes, then the rule itself if that passes.
 ///
 /// The packet is two words ([`packet_words`]): protocol, direction and both ports, then
 /// the low 32 bits of both addresses. The candidate is a mask and a wanted value for each,
@@ -250,7 +250,8 @@ fn packet_words(key: &FlowKey, bit: u8) -> [u64; 2] {
 }
 
 impl Cand {
-    /// The entry of rule `rule` (index `i`) with IPv4 hulls `src`, `dst` (`(net, mask)`).
+    /// The entry of rule `r` (index `i` in the rule list) with IPv4 hulls `src` and `dst`,
+    /// each `(net, mask)`.
     fn new(r: &CRule, i: usize, src: (u32, u32), dst: (u32, u32)) -> Self {
         let (sp_want, sp_mask, _) = r.src_ports.masked();
         let (dp_want, dp_mask, _) = r.dst_ports.masked();
