@@ -205,7 +205,10 @@ impl ClientSnapshot {
 }
 
 impl ClientCounters {
-    /// Reads every counter.
+    /// Reads every counter. Each read is exact, but the counters are read one after the
+    /// other while their writers run: a live snapshot may count the packet in flight in
+    /// one counter of a pair (`scheduled`, `scheduled_bytes`) and not yet in the other.
+    /// Once the engine has stopped, the snapshot is exact.
     pub fn snapshot(&self) -> ClientSnapshot {
         let (c, a, t) = (&self.client.0, &self.arbiter.0, &self.tx.0);
         ClientSnapshot {
