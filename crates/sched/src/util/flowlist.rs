@@ -105,6 +105,16 @@ impl FlowList {
         }
     }
 
+    /// [`Self::rotate`] for a caller that already read the front flow's link: `next` must be
+    /// the `next` link of the first flow, which must exist. Saves looking the flow up again
+    /// when its state is at hand.
+    #[inline(always)]
+    pub fn rotate_to(&mut self, next: u32) {
+        debug_assert!(self.head != NIL, "rotate_to on an empty list");
+        self.tail = self.head;
+        self.head = next;
+    }
+
     /// Removes `f` from anywhere in the list (walks the list). Returns whether it was there.
     pub fn remove<P: Packet, S: Default + Linked, G: Copy + Default>(
         &mut self,
