@@ -333,11 +333,14 @@ impl QfqCore {
     /// above it finishes no later than `old_f` (then it blocks them all the same).
     #[inline(always)]
     fn unblock(&mut self, g: usize, old_f: u64) {
+        let below = (1u64 << g) - 1;
+        if (self.sets[EB] | self.sets[IB]) & below == 0 {
+            return; // nothing below is blocked (always so with one group)
+        }
         let above = self.sets[ER] & !((2u64 << g) - 1);
         if above != 0 && !after(self.grp(above.trailing_zeros() as usize).f, old_f) {
             return;
         }
-        let below = (1u64 << g) - 1;
         self.move_groups(below, EB, ER);
         self.move_groups(below, IB, IR);
     }
@@ -510,7 +513,10 @@ impl QfqCore {
     fn front_changed<E: Entities>(&mut self, store: &mut E, g: usize) {
         let old_f = self.grp(g).f;
         match self.scan(g) {
-            None => self.sets[ER] &= !(1u64 << g),
+            None => {
+                self.sets[ER] &= !(1u64 << g);
+                self.unblock(g, old_f);
+            }
             Some(head) => {
                 let rs = round_down(store.ent(head).s, shift_of(g as u8));
                 if rs == self.grp(g).s {
@@ -519,12 +525,9 @@ impl QfqCore {
                 let grp = self.grp_mut(g);
                 grp.s = rs;
                 grp.f = rs.wrapping_add(2u64 << shift_of(g as u8));
-                self.sets[ER] &= !(1u64 << g);
-                let state = self.state_of(g);
-                self.sets[state] |= 1u64 << g;
+                self.regroup_first(g, old_f);
             }
         }
-        self.unblock(g, old_f);
     }
 
     /// Takes `e`, the entity [`QfqCore::first`] returned, out of the schedule (QFQ+: it
@@ -540,23 +543,109 @@ impl QfqCore {
     /// (`e.s`, `e.f` already updated; `more`: still backlogged). Moves it to its new slot,
     /// or out of the schedule, and updates `V`'s consequences (`old_v`: `V` before this
     /// packet was charged).
+    ///
+    /// `ent` is `e`'s state as the caller just wrote it, so that the common cases read
+    /// nothing back from `store`: the caller has the entity at hand, and every look-up
+    /// into a flow table costs a masked index and a multiplication.
     #[inline(always)]
-    pub fn served<E: Entities>(&mut self, store: &mut E, e: u32, more: bool, old_v: u64) {
-        let ent = *store.ent(e);
-        let g = usize::from(ent.grp);
-        if !more {
-            self.remove_front(store, g, e);
-            self.front_changed(store, g);
-        } else {
-            let rs = round_down(ent.s, shift_of(ent.grp));
-            if rs != self.grp(g).s {
-                self.remove_front(store, g, e);
-                self.insert(store, g, e, rs);
-                self.front_changed(store, g);
-            }
-        }
+    pub fn served<E: Entities>(
+        &mut self,
+        store: &mut E,
+        e: u32,
+        ent: QfqEnt,
+        more: bool,
+        old_v: u64,
+    ) {
+        self.reslot_served(store, e, ent, more);
         self.update_eligible(old_v);
         self.ensure_ready(true);
+    }
+
+    /// The slot and group part of [`QfqCore::served`]. Four cases avoid the generic
+    /// remove/insert/rescan sequence, by what the front slot holds besides `e` (its head):
+    ///
+    /// - `e` stays in the front slot (its rounded start did not change): nothing moves.
+    /// - Others follow `e` in the front slot: the slot keeps its rounded start, so the
+    ///   group's front, timestamps and set stay; `e` leaves, or joins the tail of its new
+    ///   slot.
+    /// - `e` was alone and moves to slot `k` with no non-empty slot between: slot `k`
+    ///   becomes the front and the group's new start is `e`'s own rounded start, known
+    ///   without reading the new head (with one flow: every packet of a flow whose slot
+    ///   is at most one packet long).
+    /// - Otherwise (`e` alone and leaving, or an earlier slot becomes the front): the
+    ///   generic path, which reads the new front head's start.
+    #[inline(always)]
+    fn reslot_served<E: Entities>(&mut self, store: &mut E, e: u32, ent: QfqEnt, more: bool) {
+        let g = usize::from(ent.grp);
+        let shift = shift_of(ent.grp);
+        let grp = &mut self.groups[g & 63];
+        let front = (grp.front & (SLOTS - 1)) as usize;
+        debug_assert_eq!(grp.heads[front], e);
+        if !more {
+            if ent.next != NIL {
+                grp.heads[front] = ent.next; // the front slot stays non-empty
+                return;
+            }
+            self.remove_front(store, g, e);
+            self.front_changed(store, g);
+            return;
+        }
+        let rs = round_down(ent.s, shift);
+        let slot = rs.wrapping_sub(grp.s) >> shift;
+        if slot == 0 {
+            return; // same slot: nothing moves
+        }
+        if slot <= LAST_SLOT {
+            if ent.next != NIL {
+                // The front slot keeps its other entities (and its rounded start).
+                grp.heads[front] = ent.next;
+                let i = ((front as u64 + slot) & u64::from(SLOTS - 1)) as usize;
+                if grp.full & (1u64 << slot) == 0 {
+                    grp.heads[i] = e;
+                } else {
+                    let tail = grp.tails[i];
+                    store.ent(tail).next = e;
+                }
+                grp.tails[i] = e;
+                grp.full |= 1u64 << slot;
+                store.ent(e).next = NIL;
+                return;
+            }
+            let rest = grp.full & !1;
+            if u64::from(rest.trailing_zeros()) >= slot {
+                // `e` was alone: its new slot becomes the front (behind the entities
+                // already there, if any), with `e`'s rounded start. `e.next` is NIL.
+                let i = ((front as u64 + slot) & u64::from(SLOTS - 1)) as usize;
+                grp.heads[front] = NIL;
+                if rest & (1u64 << slot) == 0 {
+                    grp.heads[i] = e;
+                } else {
+                    let tail = grp.tails[i];
+                    store.ent(tail).next = e;
+                }
+                grp.tails[i] = e;
+                grp.full = (rest | (1u64 << slot)) >> slot;
+                grp.front = i as u32;
+                let old_f = grp.f;
+                grp.s = rs;
+                grp.f = rs.wrapping_add(2u64 << shift);
+                self.regroup_first(g, old_f);
+                return;
+            }
+        }
+        self.remove_front(store, g, e);
+        self.insert(store, g, e, rs);
+        self.front_changed(store, g);
+    }
+
+    /// Group `g`, the first ER group, has a new front slot with a later start (`old_f`:
+    /// its finish before): its set follows, and the groups it blocked may be unblocked.
+    #[inline(always)]
+    fn regroup_first(&mut self, g: usize, old_f: u64) {
+        self.sets[ER] &= !(1u64 << g);
+        let state = self.state_of(g);
+        self.sets[state] |= 1u64 << g;
+        self.unblock(g, old_f);
     }
 
     /// Every backlogged entity is in a group and some group is in ER, by the invariants.
@@ -782,13 +871,17 @@ impl Policy for Qfq {
         debug_assert_eq!(self.core.first(), Some(f));
         let old_v = self.core.vtime();
         self.core.advance(len);
-        let next = if more { flows.head_len(f) } else { None };
-        let st = flows.st_mut(f);
+        // One look-up for the next length and the state; `ent` is handed to the core, which
+        // then reads nothing of this flow back.
+        let (next, _, st) = flows.visit(f);
         st.ent.s = st.ent.f;
-        if let Some(next) = next {
-            st.ent.f = st.ent.s.wrapping_add(st.cost.cost(u64::from(next)));
+        if more {
+            if let Some(next) = next {
+                st.ent.f = st.ent.s.wrapping_add(st.cost.cost(u64::from(next)));
+            }
         }
-        self.core.served(flows, f, more, old_v);
+        let ent = st.ent;
+        self.core.served(flows, f, ent, more, old_v);
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
