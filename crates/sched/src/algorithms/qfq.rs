@@ -640,11 +640,21 @@ impl QfqCore {
 
     /// Group `g`, the first ER group, has a new front slot with a later start (`old_f`:
     /// its finish before): its set follows, and the groups it blocked may be unblocked.
+    ///
+    /// The common outcome is that the group stays in ER (with one group, always): the sets
+    /// are then not written at all, which keeps the next `first()` off a store-to-load
+    /// chain through `sets[ER]`.
     #[inline(always)]
     fn regroup_first(&mut self, g: usize, old_f: u64) {
-        self.sets[ER] &= !(1u64 << g);
-        let state = self.state_of(g);
-        self.sets[state] |= 1u64 << g;
+        let grp = self.grp(g);
+        let ineligible = after(grp.s, self.clock.now());
+        let higher = self.sets[ER] & !((2u64 << g) - 1);
+        let blocked = higher != 0 && after(grp.f, self.grp(higher.trailing_zeros() as usize).f);
+        if ineligible | blocked {
+            self.sets[ER] &= !(1u64 << g);
+            let state = usize::from(ineligible) | if blocked { EB } else { ER };
+            self.sets[state] |= 1u64 << g;
+        }
         self.unblock(g, old_f);
     }
 
