@@ -117,18 +117,22 @@ impl Outer for QfqOuter {
         let v = self.core.vtime();
         *ent = QfqEnt {
             grp: group_of(max_len, u64::from(weight)),
-            s: v,
-            f: v,
+            s: v, // as the last finish time
             ..QfqEnt::default()
         };
     }
 
-    fn activate(&mut self, aggs: &mut Aggregates<QfqEnt>, a: u32, budget: u64, into_service: bool) {
+    fn activate(
+        &mut self,
+        aggs: &mut Aggregates<QfqEnt>,
+        a: u32,
+        _budget: u64,
+        into_service: bool,
+    ) {
         self.refresh();
         let agg = aggs.get_mut(a);
         let s = self.core.start_of(&agg.ent);
-        agg.ent.s = s;
-        agg.ent.f = s.wrapping_add(agg.cost.cost(budget));
+        agg.ent.s = s; // F = S + budget / (m w) is implicit until the service ends
         if into_service {
             self.core.catch_up(s);
             self.old_v = self.core.vtime();
@@ -138,11 +142,11 @@ impl Outer for QfqOuter {
     }
 
     fn charge(&mut self, aggs: &mut Aggregates<QfqEnt>, a: u32, served: u64, requeue: Option<u64>) {
+        // F = S + served / (m w); requeued, S = F (and F = S + budget / (m w), implicit);
+        // idle, `s` reads as the last finish time.
         let agg = aggs.get_mut(a);
-        agg.ent.f = agg.ent.s.wrapping_add(agg.cost.cost(served));
-        if let Some(budget) = requeue {
-            agg.ent.s = agg.ent.f;
-            agg.ent.f = agg.ent.s.wrapping_add(agg.cost.cost(budget));
+        agg.ent.s = agg.ent.s.wrapping_add(agg.cost.cost(served));
+        if requeue.is_some() {
             self.refresh();
             self.core.schedule(aggs, a, false);
         }
