@@ -211,6 +211,20 @@ impl Default for Group {
     }
 }
 
+impl Group {
+    /// Links entity `e` at the tail of the slot at index `i` of `heads`/`tails`
+    /// (`occupied`: the slot already holds entities). The caller keeps `full` and `e.next`.
+    #[inline(always)]
+    fn link_tail<E: Entities>(&mut self, store: &mut E, i: usize, e: u32, occupied: bool) {
+        if occupied {
+            store.ent(self.tails[i]).next = e;
+        } else {
+            self.heads[i] = e;
+        }
+        self.tails[i] = e;
+    }
+}
+
 /// The group machinery of QFQ over entities stored elsewhere: slots, group sets and the
 /// system virtual time. Shared by [`Qfq`] (entities are flows) and QFQ+ (aggregates).
 #[derive(Clone, Debug)]
@@ -480,12 +494,8 @@ impl QfqCore {
         }
         let i = ((u64::from(grp.front) + slot) & u64::from(SLOTS - 1)) as usize;
         store.ent(e).next = NIL;
-        if grp.heads[i] == NIL {
-            grp.heads[i] = e;
-        } else {
-            store.ent(grp.tails[i]).next = e;
-        }
-        grp.tails[i] = e;
+        let occupied = grp.heads[i] != NIL;
+        grp.link_tail(store, i, e, occupied);
         grp.full |= 1u64 << slot;
     }
 
@@ -609,13 +619,8 @@ impl QfqCore {
                 // The front slot keeps its other entities (and its rounded start).
                 grp.heads[front] = ent.next;
                 let i = ((front as u64 + slot) & u64::from(SLOTS - 1)) as usize;
-                if grp.full & (1u64 << slot) == 0 {
-                    grp.heads[i] = e;
-                } else {
-                    let tail = grp.tails[i];
-                    store.ent(tail).next = e;
-                }
-                grp.tails[i] = e;
+                let occupied = grp.full & (1u64 << slot) != 0;
+                grp.link_tail(store, i, e, occupied);
                 grp.full |= 1u64 << slot;
                 store.ent(e).next = NIL;
                 return;
@@ -626,13 +631,7 @@ impl QfqCore {
                 // already there, if any), with `e`'s rounded start. `e.next` is NIL.
                 let i = ((front as u64 + slot) & u64::from(SLOTS - 1)) as usize;
                 grp.heads[front] = NIL;
-                if rest & (1u64 << slot) == 0 {
-                    grp.heads[i] = e;
-                } else {
-                    let tail = grp.tails[i];
-                    store.ent(tail).next = e;
-                }
-                grp.tails[i] = e;
+                grp.link_tail(store, i, e, rest & (1u64 << slot) != 0);
                 grp.full = (rest | (1u64 << slot)) >> slot;
                 grp.front = i as u32;
                 let old_f = grp.f;
