@@ -315,6 +315,9 @@ struct Point {
     share_min_max: f64,
     shares: Vec<ClientShare>,
     victim: Option<Latency>,
+    /// Decisions during the whole point, warm-up and final drain included (divides a
+    /// profile of the whole run, e.g. the arbiter's instruction count under callgrind).
+    decisions_total: u64,
     /// Packets dropped by the scheduler (all reasons) during the whole point.
     drops: u64,
     /// Submissions refused with MailboxFull (backpressure) during the whole point.
@@ -495,6 +498,7 @@ fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
         share_min_max: if hi > 0.0 { lo / hi } else { 0.0 },
         shares,
         victim,
+        decisions_total: s.iter().map(|c| c.scheduled).sum(),
         drops: s.iter().map(|c| c.dropped_total()).sum(),
         mailbox_full: s.iter().map(|c| c.mailbox_full).sum(),
         lock_contended: contended,

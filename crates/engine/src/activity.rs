@@ -16,7 +16,8 @@
 //!
 //! Who writes: clients set bits, the arbiter clears them; both with read-modify-writes.
 
-use crate::sync::{fence, AtomicU64, Ordering};
+use crate::barrier;
+use crate::sync::{AtomicU64, Ordering};
 
 /// The two-level bitmap.
 pub struct Activity {
@@ -36,13 +37,13 @@ impl Activity {
         }
     }
 
-    /// Client side, after publishing a packet and after the `SeqCst` fence of
+    /// Client side, after publishing a packet and after the (light) fence of
     /// [`crate::wake::publish_fence`]: makes sure the arbiter will visit `client`.
     #[inline]
     pub fn mark(&self, client: usize) {
         let (w, bit) = (client / 64, 1u64 << (client % 64));
-        // ORDERING: Relaxed read; the caller's SeqCst fence orders it after the mailbox
-        // push, pairing with the SeqCst fence in `deactivate` (Dekker: either we see our
+        // ORDERING: Relaxed read; the caller's light fence orders it after the mailbox
+        // push, pairing with the heavy fence in `deactivate` (Dekker: either we see our
         // bit cleared and set it again, or the arbiter's re-check sees our packet).
         if self.words[w].load(Ordering::Relaxed) & bit == 0 {
             // ORDERING: SeqCst RMWs: word before summary, so that an arbiter that clears
@@ -90,15 +91,15 @@ impl Activity {
     }
 
     /// Arbiter side: `client` looked idle; clear its bit. Returns with the bit cleared and
-    /// a full fence executed: the caller must then re-check the client's mailbox and call
+    /// a heavy fence executed: the caller must then re-check the client's mailbox and call
     /// [`Activity::mark`] again if a packet is there (a client that pushed before seeing
     /// its bit cleared does not set it again).
     pub fn deactivate(&self, client: usize) {
         let (w, bit) = (client / 64, 1u64 << (client % 64));
-        // ORDERING: SeqCst RMW then SeqCst fence, pairing with the client's push +
-        // SeqCst fence + bit read in `mark`.
+        // ORDERING: SeqCst RMW then heavy fence, pairing with the client's push + light
+        // fence + bit read in `mark` (barrier.rs).
         self.words[w].fetch_and(!bit, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        barrier::heavy();
     }
 
     /// Whether `client`'s bit is set (racy; for tests and statistics).

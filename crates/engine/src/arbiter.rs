@@ -52,6 +52,9 @@ pub(crate) struct ClientPort {
     drained_seen: u64,
     /// Last time the mailbox had something, ns.
     last_busy_ns: u64,
+    /// Slots of packets that left the scheduler in this scan, given back at its end
+    /// ([`Arbiter::release_slots`]): one `release` per client per scan, not per packet.
+    departed: u32,
 }
 
 impl ClientPort {
@@ -61,6 +64,7 @@ impl ClientPort {
             cleared,
             drained_seen: 0,
             last_busy_ns: 0,
+            departed: 0,
         }
     }
 }
@@ -113,6 +117,12 @@ pub(crate) struct Arbiter<V: Service> {
     scan_batch: u32,
     /// Told about every packet the service refuses (frame buffers to free).
     backend: Arc<dyn Backend>,
+    /// Clients with `departed > 0` in this scan (capacity: every client, so no allocation).
+    departing: Vec<u32>,
+    /// Packets entered into / taken out of the scheduler in this scan: the shared
+    /// `sched_backlog` counter moves once per scan by the difference.
+    scan_in: u64,
+    scan_out: u64,
 }
 
 impl<V: Service> Arbiter<V> {
@@ -141,6 +151,7 @@ impl<V: Service> Arbiter<V> {
             Vec::new()
         };
         let client_mode = matches!(out, Output::Clients { .. });
+        let departing = Vec::with_capacity(ports.len());
         Self {
             svc,
             ports,
@@ -158,6 +169,9 @@ impl<V: Service> Arbiter<V> {
             scan_batch: cfg.scan_batch.max(1),
             client_mode,
             backend,
+            departing,
+            scan_in: 0,
+            scan_out: 0,
         }
     }
 
@@ -176,8 +190,32 @@ impl<V: Service> Arbiter<V> {
             self.svc.tick(now);
         }
         outcome.sent = self.release(now);
+        self.release_slots();
         self.hand_off();
         outcome
+    }
+
+    /// End of a scan's releases: gives back the mailbox slots of every packet that left
+    /// the scheduler (oldest slots first: a slot only bounds how many packets a client has
+    /// in the scheduler, its content was copied out when extracted), and moves the shared
+    /// backlog counter by the scan's net change.
+    fn release_slots(&mut self) {
+        for &c in &self.departing {
+            let port = &mut self.ports[c as usize];
+            port.mailbox.release(port.departed as usize);
+            port.departed = 0;
+        }
+        self.departing.clear();
+        let backlog = &self.shared.arbiter_counters.0.sched_backlog;
+        if self.scan_in != self.scan_out {
+            if self.scan_in > self.scan_out {
+                backlog.add(self.scan_in - self.scan_out);
+            } else {
+                backlog.sub(self.scan_out - self.scan_in);
+            }
+        }
+        self.scan_in = 0;
+        self.scan_out = 0;
     }
 
     /// Run-time changes and statistics requests queued by the controller, served between
@@ -207,9 +245,14 @@ impl<V: Service> Arbiter<V> {
             if self.aggregate_bytes > 0 {
                 got = self.drain_aggregating(c, now);
             } else {
+                let mut accepted = 0;
                 while let Some(p) = self.ports[c].mailbox.extract() {
-                    self.enqueue(p, 1, now);
+                    accepted += u64::from(self.enqueue_one(p, now));
                     got += 1;
+                }
+                if accepted > 0 {
+                    self.shared.counters[c].arbiter.0.enqueued.add(accepted);
+                    self.scan_in += accepted;
                 }
             }
             drained += got;
@@ -273,38 +316,59 @@ impl<V: Service> Arbiter<V> {
         got
     }
 
-    /// Enqueues `p` standing for `k` packets (k > 1 only when aggregating). A refusal is
-    /// counted against the client, signalled to it, and its slots released.
-    fn enqueue(&mut self, mut p: Pkt, k: u32, now: u64) {
-        let c = p.client as usize;
-        let counters = &self.shared.counters[c];
-        if self.aggregate_bytes > 0 {
-            // The count travels in the descriptor's free word until dequeue.
-            p.depart_ns = u64::from(k);
+    /// Enqueues one packet (no aggregation); returns whether the scheduler took it. The
+    /// caller counts accepted packets per client; a refusal is handled by [`Self::refused`].
+    #[inline(always)]
+    fn enqueue_one(&mut self, p: Pkt, now: u64) -> bool {
+        match self.svc.enqueue(p, now) {
+            Ok(()) => true,
+            Err(reason) => {
+                self.refused(p, 1, reason);
+                false
+            }
         }
+    }
+
+    /// Enqueues `p` standing for `k` packets (aggregation). A refusal is counted against
+    /// the client, signalled to it, and its slots released.
+    fn enqueue(&mut self, mut p: Pkt, k: u32, now: u64) {
+        // The count travels in the descriptor's free word until dequeue.
+        p.depart_ns = u64::from(k);
         match self.svc.enqueue(p, now) {
             Ok(()) => {
-                counters.arbiter.0.enqueued.add(u64::from(k));
-                self.shared.arbiter_counters.0.sched_backlog.add(1);
+                self.shared.counters[p.client as usize]
+                    .arbiter
+                    .0
+                    .enqueued
+                    .add(u64::from(k));
+                self.scan_in += 1;
             }
-            Err(reason) => {
-                counters.arbiter.0.dropped[reason.slot()].add(u64::from(k));
-                counters.signal.0.drops.add(u64::from(k));
-                if self.aggregate_bytes > 0 {
-                    if let Some(m) = self.members.get_mut(p.flow as usize) {
-                        // The refused aggregate's members are the newest of the flow.
-                        for _ in 0..k {
-                            if let Some(member) = m.pop_back() {
-                                self.backend.discard(&[member]);
-                            }
-                        }
-                    }
-                } else {
-                    self.backend.discard(&[self.svc.refused(p)]);
-                }
-                self.ports[c].mailbox.release(k as usize);
-            }
+            Err(reason) => self.refused(p, k, reason),
         }
+    }
+
+    /// The scheduler refused `p` (standing for `k` packets): counted against the client,
+    /// signalled to it, buffers discarded, slots given back.
+    #[cold]
+    #[inline(never)]
+    fn refused(&mut self, p: Pkt, k: u32, reason: crate::stats::Drop) {
+        let c = p.client as usize;
+        let counters = &self.shared.counters[c];
+        counters.arbiter.0.dropped[reason.slot()].add(u64::from(k));
+        counters.signal.0.drops.add(u64::from(k));
+        if self.aggregate_bytes > 0 {
+            if let Some(m) = self.members.get_mut(p.flow as usize) {
+                // The refused aggregate's members are the newest of the flow.
+                for _ in 0..k {
+                    if let Some(member) = m.pop_back() {
+                        self.backend.discard(&[member]);
+                    }
+                }
+            }
+        } else {
+            self.backend.discard(&[self.svc.refused(p)]);
+        }
+        self.ports[c].mailbox.release(k as usize);
     }
 
     /// Block 2: release packets onto the emulated link while it is idle at `now`, at most
@@ -324,7 +388,7 @@ impl<V: Service> Arbiter<V> {
             let Some(p) = self.svc.dequeue(now) else {
                 break;
             };
-            self.shared.arbiter_counters.0.sched_backlog.sub(1);
+            self.scan_out += 1;
             if self.aggregate_bytes > 0 {
                 // One decision, `k` packets: all of them leave now, back to back.
                 self.pending = Some((p.flow, p.depart_ns as u32));
@@ -370,7 +434,7 @@ impl<V: Service> Arbiter<V> {
 
     /// One packet leaves the scheduler: charge the link, release its slot, hand it on.
     /// Returns false if it had to be stashed.
-    #[inline]
+    #[inline(always)]
     fn depart(&mut self, mut p: Pkt) -> bool {
         self.svc.charge(&mut p);
         let c = p.client as usize;
@@ -378,13 +442,18 @@ impl<V: Service> Arbiter<V> {
         a.scheduled.add(1);
         a.scheduled_bytes.add(u64::from(p.len));
         if !self.client_mode {
-            self.ports[c].mailbox.release(1);
+            let port = &mut self.ports[c];
+            if port.departed == 0 {
+                // At most once per client per scan: within the capacity reserved.
+                self.departing.push(c as u32);
+            }
+            port.departed += 1;
         }
         self.output(p)
     }
 
     /// Hands a packet to its output; stashes it if a dispatcher mailbox is full.
-    #[inline]
+    #[inline(always)]
     fn output(&mut self, p: Pkt) -> bool {
         match &mut self.out {
             Output::Arbiter(tx) => {

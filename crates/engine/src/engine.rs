@@ -139,6 +139,8 @@ impl Engine {
         backend: Arc<dyn Backend>,
     ) -> Result<(Engine, Vec<Client>), EngineError> {
         validate(cfg)?;
+        // Before any engine thread exists: the light side of the fences is then fixed.
+        crate::barrier::enable();
         let classifier = match &cfg.dummynet {
             Some(dn) => {
                 if cfg.aggregate_ns != 0 {

@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | `client.rs` | a sending thread's handle: submit, backpressure, own transmission | 3.1 |
 //! | `activity.rs` | which clients the arbiter visits (replaces per-CPU client lists) | 3.1, 3.4 |
+//! | `barrier.rs` | asymmetric fences: a compiler fence per packet, membarrier(2) per sleep | 3.5 |
 //! | `arbiter.rs` | `do_scan()`: drain, schedule, emulate the link, hand off | 3.4, Fig. 5 |
 //! | `service.rs` | the algorithm and link(s) the arbiter schedules onto | 3.4 |
 //! | `dummynet.rs` | dummynet-style configurations: instances, dynamic queues (stage 2) | |
@@ -30,6 +31,7 @@
 
 pub mod activity;
 mod arbiter;
+pub mod barrier;
 pub mod client;
 pub mod clock;
 pub mod config;

@@ -6,19 +6,21 @@
 //! runs dry, `link_idle` is pulled up to `now` so that an idle link accumulates no credit: a
 //! burst after a pause is still released at the link rate.
 //!
-//! Time is kept in 2^-32 ns units in a `u128`, so the per-byte cost is exact to 2^-32 ns and
+//! Time is kept in 2^-31 ns units in a `u128`, so the per-byte cost is exact to 2^-31 ns and
 //! rounding never drifts the rate (10 Gbit/s is 0.8 ns per byte, not representable in
 //! whole ns). Like smoltcp, the link never reads the clock: `now` is a parameter.
 
-/// Fractional bits of the internal time unit.
-const FRAC: u32 = 32;
+/// Fractional bits of the internal time unit: the largest for which the cost of a byte
+/// at the slowest rate (1 bit/s: 8e9 ns, i.e. 8e9 * 2^31 < 2^64) fits in a `u64`, so that
+/// charging a packet is one 64 x 64 -> 128-bit multiplication.
+const FRAC: u32 = 31;
 
 /// A leaky-bucket link of a given rate.
 #[derive(Clone, Debug)]
 pub struct Link {
-    /// Cost of one byte in 2^-32 ns; 0 means an infinitely fast link.
-    byte_cost: u128,
-    /// When the link is idle again, in 2^-32 ns.
+    /// Cost of one byte in 2^-31 ns; 0 means an infinitely fast link.
+    byte_cost: u64,
+    /// When the link is idle again, in 2^-31 ns.
     idle_at: u128,
     rate_bps: u64,
 }
@@ -30,9 +32,11 @@ impl Link {
         let byte_cost = if rate_bps == 0 {
             0
         } else {
-            // 8 bits * 1e9 ns/s / rate, in 2^-32 ns, rounded up: the emulated link is never
-            // faster than the rate (slower by under 1 ns per 4 GB).
-            ((8_000_000_000u128) << FRAC).div_ceil(u128::from(rate_bps))
+            // 8 bits * 1e9 ns/s / rate, in 2^-31 ns, rounded up: the emulated link is never
+            // faster than the rate (slower by under 1 ns per 2 GB). At most 8e9 * 2^31 (at
+            // 1 bit/s), which fits (FRAC).
+            let cost = ((8_000_000_000u128) << FRAC).div_ceil(u128::from(rate_bps));
+            u64::try_from(cost).expect("FRAC keeps a byte's cost within 64 bits")
         };
         Self {
             byte_cost,
@@ -56,7 +60,7 @@ impl Link {
     /// time its last bit leaves the emulated link, in ns.
     #[inline]
     pub fn transmit(&mut self, len: u32) -> u64 {
-        self.idle_at += self.byte_cost * u128::from(len);
+        self.idle_at += u128::from(self.byte_cost) * u128::from(len);
         (self.idle_at >> FRAC) as u64
     }
 
@@ -89,7 +93,7 @@ impl Link {
 
     /// Transmission time of `len` bytes in ns (rounded down).
     pub fn tx_time_ns(&self, len: u32) -> u64 {
-        ((self.byte_cost * u128::from(len)) >> FRAC) as u64
+        ((u128::from(self.byte_cost) * u128::from(len)) >> FRAC) as u64
     }
 }
 
@@ -105,10 +109,18 @@ mod tests {
         for _ in 0..1_000_000 {
             l.transmit(1500);
         }
-        // 0.8 ns is not a whole number of 2^-32 ns: rounded up, the error is below 1 ns
-        // per 4 GB.
+        // 0.8 ns is not a whole number of 2^-31 ns: rounded up, the error is below 1 ns
+        // per 2 GB.
         assert_eq!(l.idle_at_ns(), 1_000 + 1_200_000_000);
         assert_eq!(l.tx_time_ns(1500), 1200);
+    }
+
+    #[test]
+    fn the_slowest_rate_fits() {
+        // 1 bit/s: a byte takes 8 s, the largest per-byte cost there is.
+        let mut l = Link::new(1);
+        assert_eq!(l.tx_time_ns(1), 8_000_000_000);
+        assert_eq!(l.transmit(65_535), 65_535 * 8_000_000_000);
     }
 
     #[test]

@@ -94,7 +94,7 @@ impl<S: Scheduler<Pkt>> Single<S> {
 }
 
 impl<S: Scheduler<Pkt>> Service for Single<S> {
-    #[inline]
+    #[inline(always)]
     fn enqueue(&mut self, p: Pkt, _now: u64) -> Result<(), Drop> {
         match self.flows.get(p.flow as usize) {
             Some(&f) => self.sched.enqueue(f, p).map_err(|r| Drop::Sched(r.reason)),
@@ -102,7 +102,7 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn dequeue(&mut self, now: u64) -> Option<Pkt> {
         if !self.link.is_idle(now) {
             return None;
@@ -116,7 +116,7 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn charge(&mut self, p: &mut Pkt) {
         p.depart_ns = self.link.transmit_arrived(p.len, p.submit_ns);
     }

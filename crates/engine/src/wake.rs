@@ -3,31 +3,36 @@
 //! A thread that runs out of work (the arbiter, a dispatcher, a client waiting for
 //! cleared packets) spins a while, then:
 //!
-//! 1. announces it is about to sleep ([`Parker::prepare`]: a `SeqCst` store + fence);
+//! 1. announces it is about to sleep ([`Parker::prepare`]: a `SeqCst` store and the heavy
+//!    side of an asymmetric fence, [`crate::barrier::heavy`]);
 //! 2. looks for work once more;
 //! 3. sleeps ([`Parker::sleep`]) only if it found none.
 //!
 //! A thread that hands it work publishes the work (a mailbox push), executes
-//! [`publish_fence`], and then calls [`Parker::wake`], which reads the flag and unparks
-//! only if the sleeper announced itself. This is Dekker's pattern: with a full fence on
-//! both sides, either the sleeper's re-check sees the work or the waker sees the flag. The
-//! waker pays one fence and one read of a rarely-written line per hand-off; notifications
-//! (a syscall) happen only when the sleeper may really be asleep, at most once per sleep.
+//! [`publish_fence`] (the light side, [`crate::barrier::light`]: a compiler fence), and
+//! then calls [`Parker::wake`], which reads the flag and unparks only if the sleeper
+//! announced itself. This is Dekker's pattern: either the sleeper's re-check sees the work
+//! or the waker sees the flag (`barrier.rs` explains why the asymmetric pair is enough).
+//! The waker pays a compiler fence and one read of a rarely-written line per hand-off;
+//! notifications (a syscall) happen only when the sleeper may really be asleep, at most
+//! once per sleep.
 //!
 //! `std::thread::park`'s token makes an unpark that races ahead of the park harmless: the
 //! park returns at once.
 
 use std::time::Duration;
 
-use crate::sync::{current, fence, park, AtomicBool, AtomicU64, Ordering, Thread};
+use crate::barrier;
+use crate::sync::{current, park, AtomicBool, AtomicU64, Ordering, Thread};
 
-/// The full fence a waker executes between publishing work and reading sleep flags
-/// (and the activity bitmap, which relies on the same fence).
+/// The fence a waker executes between publishing work and reading sleep flags (and the
+/// activity bitmap, which relies on the same fence): the light side of an asymmetric
+/// fence.
 #[inline(always)]
 pub fn publish_fence() {
-    // ORDERING: SeqCst fence; pairs with the fence in `Parker::prepare` (and in
+    // ORDERING: pairs with the heavy fence in `Parker::prepare` (and in
     // `Activity::deactivate`): store-load ordering that acquire/release cannot give.
-    fence(Ordering::SeqCst);
+    barrier::light();
 }
 
 /// Where the sleeper's thread handle is kept: set once, read by wakers.
@@ -78,10 +83,11 @@ impl Parker {
     /// Sleeper, step 1: announce the sleep. The caller must look for work afterwards.
     #[inline]
     pub fn prepare(&self) {
-        // ORDERING: SeqCst store + SeqCst fence; pairs with `publish_fence` + the load in
-        // `wake`: the re-check that follows cannot be reordered before this store.
+        // ORDERING: SeqCst store + heavy fence; pairs with `publish_fence` + the load in
+        // `wake`: the re-check that follows cannot be reordered before this store, and a
+        // waker's push before its light fence is visible to it (barrier.rs).
         self.sleeping.store(true, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        barrier::heavy();
     }
 
     /// Sleeper: work was found after `prepare`; stay awake.

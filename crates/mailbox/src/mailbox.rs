@@ -343,29 +343,28 @@ impl<M: Message> Consumer<M> {
         self.head.wrapping_sub(self.released)
     }
 
-    /// Zeroes every wholly released line, oldest first. Once per line.
+    /// Zeroes every wholly released line, oldest first: the released slots of whole lines
+    /// form at most two contiguous runs of the ring (two when they wrap).
     #[inline(never)]
     fn clear_lines(&mut self) {
         let ring = &*self.ring;
         let le = ring.line_entries;
-        loop {
-            // The line's slots are contiguous: `cleared` is a multiple of `le`.
-            let first = ring.base + (self.cleared & ring.mask) * M::WORDS;
-            let line = &ring.words[first..first + le * M::WORDS];
-            let mut k = 0;
-            while k < line.len() {
+        // `cleared` is a multiple of `le`, and so is the ring's size: a run never splits a
+        // line.
+        let slots = self.released.wrapping_sub(self.cleared) / le * le;
+        let start = self.cleared & ring.mask;
+        let first = slots.min(ring.mask + 1 - start);
+        for (from, n) in [(start, first), (0, slots - first)] {
+            let at = ring.base + from * M::WORDS;
+            for word0 in ring.words[at..at + n * M::WORDS].iter().step_by(M::WORDS) {
                 // ORDERING: Release orders this line's reads and clears before the store;
                 // the producer's Acquire load in `enter_line` of the first slot of a line
-                // pairs with it (invariant 2). Within a line the order does not matter: the
-                // producer looks only at first slots, a line ahead.
-                line[k].store(0, Ordering::Release);
-                k += M::WORDS;
-            }
-            self.cleared = self.cleared.wrapping_add(le);
-            if self.released.wrapping_sub(self.cleared) < le {
-                break;
+                // pairs with it (invariant 2). Within a line the order does not matter:
+                // the producer looks only at first slots, a line ahead.
+                word0.store(0, Ordering::Release);
             }
         }
+        self.cleared = self.cleared.wrapping_add(slots);
     }
 }
 
