@@ -52,9 +52,11 @@ pub(crate) struct ClientPort {
     drained_seen: u64,
     /// Last time the mailbox had something, ns.
     last_busy_ns: u64,
-    /// Slots of packets that left the scheduler in this scan, given back at its end
-    /// ([`Arbiter::release_slots`]): one `release` per client per scan, not per packet.
+    /// Packets (and their bytes) that left the scheduler in this scan: their slots are
+    /// given back and the client's `scheduled` counters published at the scan's end
+    /// ([`Arbiter::release_slots`]), once per client per scan, not per packet.
     departed: u32,
+    departed_bytes: u64,
 }
 
 impl ClientPort {
@@ -65,6 +67,7 @@ impl ClientPort {
             drained_seen: 0,
             last_busy_ns: 0,
             departed: 0,
+            departed_bytes: 0,
         }
     }
 }
@@ -195,15 +198,22 @@ impl<V: Service> Arbiter<V> {
         outcome
     }
 
-    /// End of a scan's releases: gives back the mailbox slots of every packet that left
-    /// the scheduler (oldest slots first: a slot only bounds how many packets a client has
-    /// in the scheduler, its content was copied out when extracted), and moves the shared
-    /// backlog counter by the scan's net change.
+    /// End of a scan's releases: publishes each client's scheduled packets and bytes,
+    /// gives back the mailbox slots of every packet that left the scheduler (oldest slots
+    /// first: a slot only bounds how many packets a client has in the scheduler, its
+    /// content was copied out when extracted; in the client hand-off mode the client gives
+    /// them back), and moves the shared backlog counter by the scan's net change.
     fn release_slots(&mut self) {
         for &c in &self.departing {
             let port = &mut self.ports[c as usize];
-            port.mailbox.release(port.departed as usize);
+            let a = &self.shared.counters[c as usize].arbiter.0;
+            a.scheduled.add(u64::from(port.departed));
+            a.scheduled_bytes.add(port.departed_bytes);
+            if !self.client_mode {
+                port.mailbox.release(port.departed as usize);
+            }
             port.departed = 0;
+            port.departed_bytes = 0;
         }
         self.departing.clear();
         let backlog = &self.shared.arbiter_counters.0.sched_backlog;
@@ -432,23 +442,18 @@ impl<V: Service> Arbiter<V> {
         true
     }
 
-    /// One packet leaves the scheduler: charge the link, release its slot, hand it on.
-    /// Returns false if it had to be stashed.
+    /// One packet leaves the scheduler: charge the link, count it for its client (slots and
+    /// counters settle at the scan's end), hand it on. Returns false if it was stashed.
     #[inline(always)]
     fn depart(&mut self, mut p: Pkt) -> bool {
         self.svc.charge(&mut p);
-        let c = p.client as usize;
-        let a = &self.shared.counters[c].arbiter.0;
-        a.scheduled.add(1);
-        a.scheduled_bytes.add(u64::from(p.len));
-        if !self.client_mode {
-            let port = &mut self.ports[c];
-            if port.departed == 0 {
-                // At most once per client per scan: within the capacity reserved.
-                self.departing.push(c as u32);
-            }
-            port.departed += 1;
+        let port = &mut self.ports[p.client as usize];
+        if port.departed == 0 {
+            // At most once per client per scan: within the capacity reserved.
+            self.departing.push(p.client);
         }
+        port.departed += 1;
+        port.departed_bytes += u64::from(p.len);
         self.output(p)
     }
 

@@ -118,7 +118,8 @@ impl Filtered {
     }
 }
 
-/// Written by the arbiter, per packet.
+/// Written by the arbiter: `enqueued` once per client per drain, `scheduled` and
+/// `scheduled_bytes` once per client per scan, the drops per packet.
 #[derive(Debug, Default)]
 pub struct ArbiterSide {
     /// Packets taken from the mailbox into the scheduler.
@@ -206,8 +207,10 @@ impl ClientSnapshot {
 
 impl ClientCounters {
     /// Reads every counter. Each read is exact, but the counters are read one after the
-    /// other while their writers run: a live snapshot may count the packet in flight in
-    /// one counter of a pair (`scheduled`, `scheduled_bytes`) and not yet in the other.
+    /// other while their writers run: a live snapshot may count what is being published
+    /// in one counter of a pair (`scheduled`, `scheduled_bytes`) and not yet in the other:
+    /// one packet under the lock-based baseline, one scan's worth (at most
+    /// `EngineConfig::scan_batch` packets) for the arbiter, which publishes per scan.
     /// Once the engine has stopped, the snapshot is exact.
     pub fn snapshot(&self) -> ClientSnapshot {
         let (c, a, t) = (&self.client.0, &self.arbiter.0, &self.tx.0);
