@@ -95,10 +95,18 @@ impl Activity {
     /// [`Activity::mark`] again if a packet is there (a client that pushed before seeing
     /// its bit cleared does not set it again).
     pub fn deactivate(&self, client: usize) {
-        let (w, bit) = (client / 64, 1u64 << (client % 64));
-        // ORDERING: SeqCst RMW then heavy fence, pairing with the client's push + light
-        // fence + bit read in `mark` (barrier.rs).
-        self.words[w].fetch_and(!bit, Ordering::SeqCst);
+        self.deactivate_all(&[client as u32]);
+    }
+
+    /// [`Activity::deactivate`] for several clients with one heavy fence (a system call
+    /// when membarrier is in use), as the arbiter does for the clients a scan found idle.
+    pub fn deactivate_all(&self, clients: &[u32]) {
+        for &c in clients {
+            let (w, bit) = (c as usize / 64, 1u64 << (c % 64));
+            // ORDERING: SeqCst RMW, then the heavy fence below, pairing with the client's
+            // push + light fence + bit read in `mark` (barrier.rs).
+            self.words[w].fetch_and(!bit, Ordering::SeqCst);
+        }
         barrier::heavy();
     }
 
@@ -130,6 +138,10 @@ mod tests {
         a.deactivate(4096);
         assert_eq!(active(&a), vec![0, 64, 4095, 5000, 9_999]);
         assert!(!a.is_marked(63));
+        a.deactivate_all(&[0, 5000, 9_999]);
+        assert_eq!(active(&a), vec![64, 4095]);
+        a.deactivate_all(&[]);
+        assert_eq!(active(&a), vec![64, 4095]);
     }
 
     #[test]

@@ -122,6 +122,9 @@ pub(crate) struct Arbiter<V: Service> {
     backend: Arc<dyn Backend>,
     /// Clients with `departed > 0` in this scan (capacity: every client, so no allocation).
     departing: Vec<u32>,
+    /// Clients a drain found idle for `client_idle_ns`, deactivated together at its end
+    /// (one heavy fence for all of them; capacity: every client).
+    idle: Vec<u32>,
     /// Packets entered into / taken out of the scheduler in this scan: the shared
     /// `sched_backlog` counter moves once per scan by the difference.
     scan_in: u64,
@@ -155,6 +158,7 @@ impl<V: Service> Arbiter<V> {
         };
         let client_mode = matches!(out, Output::Clients { .. });
         let departing = Vec::with_capacity(ports.len());
+        let idle = Vec::with_capacity(ports.len());
         Self {
             svc,
             ports,
@@ -173,6 +177,7 @@ impl<V: Service> Arbiter<V> {
             client_mode,
             backend,
             departing,
+            idle,
             scan_in: 0,
             scan_out: 0,
         }
@@ -270,16 +275,26 @@ impl<V: Service> Arbiter<V> {
             if got > 0 {
                 port.last_busy_ns = now;
             } else if now.saturating_sub(port.last_busy_ns) > self.client_idle_ns {
-                // Idle for a while and nothing of it is queued: stop visiting it. The
-                // re-check after the fence catches a packet pushed meanwhile (see
-                // Activity::deactivate).
-                shared.activity.deactivate(c);
-                shared.arbiter_counters.0.deactivations.add(1);
-                if port.mailbox.has_message() {
-                    shared.activity.mark(c);
-                }
+                // Idle for a while: stop visiting it (below, once the visit is over).
+                self.idle.push(c as u32);
             }
         });
+        if !self.idle.is_empty() {
+            // The re-check after the (one) heavy fence catches a packet pushed meanwhile
+            // (see Activity::deactivate).
+            shared.activity.deactivate_all(&self.idle);
+            shared
+                .arbiter_counters
+                .0
+                .deactivations
+                .add(self.idle.len() as u64);
+            for &c in &self.idle {
+                if self.ports[c as usize].mailbox.has_message() {
+                    shared.activity.mark(c as usize);
+                }
+            }
+            self.idle.clear();
+        }
         drained
     }
 
