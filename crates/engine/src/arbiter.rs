@@ -328,7 +328,7 @@ impl<V: Service> Arbiter<V> {
                     continue;
                 }
                 let (agg, k) = head.take().expect("checked above");
-                self.enqueue(agg, k, now);
+                self.enqueue_aggregate(agg, k, now);
             }
             if let Some(m) = self.members.get_mut(p.flow as usize) {
                 m.push_back(p);
@@ -336,7 +336,7 @@ impl<V: Service> Arbiter<V> {
             head = Some((p, 1));
         }
         if let Some((agg, k)) = head {
-            self.enqueue(agg, k, now);
+            self.enqueue_aggregate(agg, k, now);
         }
         got
     }
@@ -356,7 +356,7 @@ impl<V: Service> Arbiter<V> {
 
     /// Enqueues `p` standing for `k` packets (aggregation). A refusal is counted against
     /// the client, signalled to it, and its slots released.
-    fn enqueue(&mut self, mut p: Pkt, k: u32, now: u64) {
+    fn enqueue_aggregate(&mut self, mut p: Pkt, k: u32, now: u64) {
         // The count travels in the descriptor's free word until dequeue.
         p.depart_ns = u64::from(k);
         match self.svc.enqueue(p, now) {
