@@ -13,6 +13,10 @@
 //!
 //! Stability mode (section 6.5): two greedy clients, weights 10:1, on links from 0.5x to
 //! 2x the rate the PSPAT engine sustains: the share of each architecture at each rate.
+//!
+//! Floor mode: what the machine alone does to a thread spinning where the arbiter goes
+//! (see [`crate::floor`]); throughput mode reports the same figures for the arbiter itself
+//! (`stall%`, `stall-p99us`).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -200,6 +204,9 @@ enum Mode {
     Throughput,
     /// Shares of two clients 10:1 against the link rate.
     Stability,
+    /// The machine's own drain gaps: a spinner where the arbiter goes, N yielding threads
+    /// where the clients go, no engine (the floor under the victim's p99).
+    Floor,
 }
 
 /// The engine under test, either architecture.
@@ -347,6 +354,26 @@ struct Point {
     mailbox_full: u64,
     /// Lock baseline: submits that found the lock taken.
     lock_contended: Option<u64>,
+    /// PSPAT: the arbiter's long intervals between mailbox drains over the measured
+    /// interval (`pspat_engine::stall`).
+    stalls: Option<StallSummary>,
+}
+
+/// How long the PSPAT arbiter went without reading the mailboxes, over the measured
+/// interval.
+#[derive(Clone, Debug, Serialize)]
+struct StallSummary {
+    /// Intervals of at least `STALL_MIN_NS` between two drains.
+    gaps: u64,
+    /// Percent of the interval spent in them.
+    stalled_pct: f64,
+    /// p99 of the wait these gaps alone impose on a packet arriving at a random instant:
+    /// the floor under any packet's p99 latency on this run.
+    wait_p99_ns: f64,
+    /// The longest gap's bucket floor (power of two), ns.
+    longest_at_least_ns: u64,
+    /// Heavy fences (membarrier calls) the arbiter paid to deactivate idle clients.
+    deactivation_fences: u64,
 }
 
 /// One flow per client; the victim's last. A flow's maximum packet length is the packet
@@ -506,6 +533,17 @@ fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
             max_ns: h.max(),
         })
     });
+    let stalls = (spec.arch == Arch::Pspat).then(|| {
+        let st = b.stalls.since(&a.stalls);
+        let span = b.at_ns - a.at_ns;
+        StallSummary {
+            gaps: st.gaps(),
+            stalled_pct: st.stalled_ns() as f64 * 100.0 / span as f64,
+            wait_p99_ns: st.wait_quantile_ns(0.99, span),
+            longest_at_least_ns: st.longest_at_least_ns(),
+            deactivation_fences: b.deactivation_fences - a.deactivation_fences,
+        }
+    });
     let s = &report.snapshot.clients;
     let decisions_per_s = decisions as f64 / dt;
     Ok(Point {
@@ -526,6 +564,7 @@ fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
         drops: s.iter().map(|c| c.dropped_total()).sum(),
         mailbox_full: s.iter().map(|c| c.mailbox_full).sum(),
         lock_contended: contended,
+        stalls,
     })
 }
 
@@ -728,6 +767,7 @@ pub fn run(a: ArchArgs) -> Result<()> {
     match a.mode {
         Mode::Throughput => throughput(&a, backend),
         Mode::Stability => stability(&a, backend),
+        Mode::Floor => crate::floor::floor(&a.clients.0, a.duration, a.pin, a.json),
     }
 }
 
@@ -845,6 +885,12 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
                 v.map_or("-".into(), |v| us(v.max_ns)),
                 p.drops.to_string(),
                 p.mailbox_full.to_string(),
+                p.stalls
+                    .as_ref()
+                    .map_or("-".into(), |s| format!("{:.2}", s.stalled_pct)),
+                p.stalls
+                    .as_ref()
+                    .map_or("-".into(), |s| format!("{:.1}", s.wait_p99_ns / 1000.0)),
             ]
         })
         .collect();
@@ -861,9 +907,11 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
             "maxus",
             "drops",
             "full",
+            "stall%",
+            "stall-p99us",
         ],
         &rows,
-        &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
     );
     emit(t.trim_end())?;
     for r in &ratios {

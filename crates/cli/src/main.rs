@@ -11,6 +11,7 @@ mod compat;
 mod config;
 mod cpu;
 mod experiment;
+mod floor;
 mod keys;
 mod run;
 mod scenario;

@@ -108,8 +108,21 @@ fn throughput_json_has_every_point_and_the_plot_is_written() {
         );
         assert!(p50 > 0.0 && p50 <= p99 && p99 <= max, "{victim}");
         match p["arch"].as_str().unwrap() {
-            "lock" => assert!(p["lock_contended"].is_u64(), "{p}"),
-            _ => assert!(p["lock_contended"].is_null(), "{p}"),
+            "lock" => {
+                assert!(p["lock_contended"].is_u64(), "{p}");
+                assert!(p["stalls"].is_null(), "the lock has no arbiter: {p}");
+            }
+            _ => {
+                assert!(p["lock_contended"].is_null(), "{p}");
+                let st = &p["stalls"];
+                let pct = f(st, "stalled_pct");
+                assert!((0.0..=100.5).contains(&pct), "{st}");
+                assert!(f(st, "wait_p99_ns") >= 0.0, "{st}");
+                // Gaps and time agree: no gaps, no time; some gaps, at least 4 us each.
+                let gaps = f(st, "gaps");
+                assert_eq!(gaps == 0.0, pct == 0.0, "{st}");
+                assert!(st["deactivation_fences"].is_u64(), "{st}");
+            }
         }
     }
     let ratios = v["ratios"].as_array().unwrap();
@@ -124,6 +137,57 @@ fn throughput_json_has_every_point_and_the_plot_is_written() {
     for text in ["pspat", "lock", "victim p99", "decisions per second"] {
         assert!(plot.contains(text), "{text} not in the plot");
     }
+}
+
+#[test]
+fn floor_mode_measures_a_spinner_per_client_count() {
+    let _alone = serial();
+    let o = run(&[
+        "bench",
+        "arch",
+        "--mode",
+        "floor",
+        "--clients",
+        "1,3",
+        "--duration",
+        "0.1",
+        "--json",
+    ]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let v: Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["mode"], "floor");
+    assert_eq!(v["stall_min_ns"], 4096);
+    let points = v["points"].as_array().unwrap();
+    let clients: Vec<u64> = points
+        .iter()
+        .map(|p| p["clients"].as_u64().unwrap())
+        .collect();
+    assert_eq!(clients, [1, 3]);
+    for p in points {
+        // At least the 0.1 s asked for, measured between the two snapshots.
+        assert!(f(p, "span_ns") >= 1e8, "{p}");
+        let pct = f(p, "stalled_pct");
+        assert!((0.0..=100.0).contains(&pct), "{p}");
+        let gaps = f(p, "gaps");
+        assert_eq!(gaps == 0.0, p["longest_at_least_ns"] == 0, "{p}");
+        // The p99 wait cannot exceed the longest gap's bucket (twice its floor).
+        assert!(
+            f(p, "wait_p99_ns") <= 2.0 * f(p, "longest_at_least_ns"),
+            "{p}"
+        );
+    }
+    let o = run(&[
+        "bench",
+        "arch",
+        "--mode",
+        "floor",
+        "--clients",
+        "1",
+        "--duration",
+        "0.05",
+    ]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("stall-p99us"), "{}", o.stdout);
 }
 
 #[test]

@@ -41,6 +41,17 @@ use pspat_mailbox::{Consumer, Producer};
 const SLEEP_EARLY_NS: u64 = 100_000;
 /// Longest block when idle; the arbiter re-checks for a stop request this often anyway.
 const IDLE_BLOCK: Duration = Duration::from_millis(200);
+/// While it has work, the arbiter deactivates idle clients only when this many are
+/// waiting for it, or ...
+const DEACTIVATE_BATCH: usize = 64;
+/// ... when this long has passed since its last deactivation (and always before it
+/// sleeps). Deactivating costs a heavy fence, a `membarrier` system call that interrupts
+/// every other CPU running the process and waits for them: a few us on bare metal, but on
+/// a virtual machine whose other vCPUs are busy its p99 was 80 us and its maximum 9 ms
+/// (docs/PERFORMANCE.md, "Arbiter stalls"), all of it time the link is not served. A
+/// client left active costs one read of its mailbox's head per drain (a line nobody
+/// writes while it is idle), so up to `DEACTIVATE_BATCH - 1` of them cost far less.
+const DEACTIVATE_EVERY_NS: u64 = 100_000_000;
 
 /// The arbiter's view of one client.
 pub(crate) struct ClientPort {
@@ -107,6 +118,9 @@ pub(crate) struct Arbiter<V: Service> {
     pending: Option<(u32, u32)>,
     delta_a_ns: u64,
     next_drain_ns: u64,
+    /// When the last drain started (moved past voluntary waits): drain gaps are counted
+    /// in [`crate::stall`].
+    last_drain_ns: u64,
     spin_ns: u64,
     /// Link waits at least this long are slept.
     link_spin_ns: u64,
@@ -123,8 +137,13 @@ pub(crate) struct Arbiter<V: Service> {
     /// Clients with `departed > 0` in this scan (capacity: every client, so no allocation).
     departing: Vec<u32>,
     /// Clients a drain found idle for `client_idle_ns`, deactivated together at its end
-    /// (one heavy fence for all of them; capacity: every client).
+    /// (one heavy fence for all of them; capacity: every client), when
+    /// [`Self::settle_idle`] allows.
     idle: Vec<u32>,
+    /// Earliest time of the next busy-path deactivation (see [`DEACTIVATE_EVERY_NS`]).
+    next_deactivate_ns: u64,
+    /// Set for the scan before a sleep: deactivate every idle client whatever the batch.
+    settling: bool,
     /// Packets entered into / taken out of the scheduler in this scan: the shared
     /// `sched_backlog` counter moves once per scan by the difference.
     scan_in: u64,
@@ -168,6 +187,7 @@ impl<V: Service> Arbiter<V> {
             pending: None,
             delta_a_ns: cfg.delta_a_ns,
             next_drain_ns: 0,
+            last_drain_ns: 0,
             spin_ns: cfg.spin_ns,
             link_spin_ns: cfg.link_spin_ns,
             client_idle_ns: cfg.client_idle_ns,
@@ -178,6 +198,8 @@ impl<V: Service> Arbiter<V> {
             backend,
             departing,
             idle,
+            next_deactivate_ns: 0,
+            settling: false,
             scan_in: 0,
             scan_out: 0,
         }
@@ -194,6 +216,8 @@ impl<V: Service> Arbiter<V> {
         if now >= self.next_drain_ns {
             self.next_drain_ns = now + self.delta_a_ns;
             counters.drains.add(1);
+            counters.stalls.gap(now.saturating_sub(self.last_drain_ns));
+            self.last_drain_ns = now;
             outcome.drained = self.drain_clients(now);
             self.svc.tick(now);
         }
@@ -280,22 +304,31 @@ impl<V: Service> Arbiter<V> {
             }
         });
         if !self.idle.is_empty() {
-            // The re-check after the (one) heavy fence catches a packet pushed meanwhile
-            // (see Activity::deactivate).
-            shared.activity.deactivate_all(&self.idle);
-            shared
-                .arbiter_counters
-                .0
-                .deactivations
-                .add(self.idle.len() as u64);
-            for &c in &self.idle {
-                if self.ports[c as usize].mailbox.has_message() {
-                    shared.activity.mark(c as usize);
-                }
-            }
-            self.idle.clear();
+            self.settle_idle(now);
         }
         drained
+    }
+
+    /// Deactivates the clients the drain found idle, if it is time to (before a sleep, with
+    /// [`DEACTIVATE_BATCH`] of them, or [`DEACTIVATE_EVERY_NS`] after the last time);
+    /// otherwise leaves them active, to be found idle again by a later drain.
+    fn settle_idle(&mut self, now: u64) {
+        if self.settling || self.idle.len() >= DEACTIVATE_BATCH || now >= self.next_deactivate_ns {
+            self.next_deactivate_ns = now + DEACTIVATE_EVERY_NS;
+            let activity = &self.shared.activity;
+            // The re-check after the (one) heavy fence catches a packet pushed meanwhile
+            // (see Activity::deactivate).
+            activity.deactivate_all(&self.idle);
+            let counters = &self.shared.arbiter_counters.0;
+            counters.deactivations.add(self.idle.len() as u64);
+            counters.deactivation_fences.add(1);
+            for &c in &self.idle {
+                if self.ports[c as usize].mailbox.has_message() {
+                    activity.mark(c as usize);
+                }
+            }
+        }
+        self.idle.clear();
     }
 
     /// Client hand-off mode: give back the mailbox slots of packets the client sent.
@@ -551,6 +584,7 @@ impl<V: Service> Arbiter<V> {
         // The link starts now: no credit for the time before the engine ran.
         self.svc.start(clock::now_ns());
         let mut idle_since: Option<u64> = None;
+        self.last_drain_ns = clock::now_ns();
         loop {
             let now = clock::now_ns();
             let outcome = self.scan(now);
@@ -570,6 +604,8 @@ impl<V: Service> Arbiter<V> {
                 let wait = self.svc.wake_at_ns().saturating_sub(clock::now_ns());
                 if wait >= self.link_spin_ns && wait > 0 {
                     self.sleep_link(wait - SLEEP_EARLY_NS.min(wait / 2));
+                    // A voluntary wait is not a drain gap.
+                    self.last_drain_ns = clock::now_ns();
                 } else {
                     std::hint::spin_loop();
                 }
@@ -583,7 +619,9 @@ impl<V: Service> Arbiter<V> {
             // Idle for T_w: announce the sleep, look once more, block.
             parker.prepare();
             self.next_drain_ns = 0;
+            self.settling = true;
             let again = self.scan(clock::now_ns());
+            self.settling = false;
             if again.drained > 0 || self.has_backlog() || self.shared.stopping().is_some() {
                 parker.cancel();
                 idle_since = None;
@@ -593,7 +631,8 @@ impl<V: Service> Arbiter<V> {
             let c = &self.shared.arbiter_counters.0;
             c.idle_sleeps.add(1);
             parker.sleep(Some(IDLE_BLOCK));
-            c.slept_ns.add(clock::now_ns() - t0);
+            self.last_drain_ns = clock::now_ns();
+            c.slept_ns.add(self.last_drain_ns - t0);
             idle_since = None;
         }
         if let Output::Arbiter(tx) = &mut self.out {

@@ -21,6 +21,7 @@ use crate::dnstats::DummynetStats;
 use crate::dummynet::Dummynet;
 use crate::service::{Service, Single, NOT_DUMMYNET};
 use crate::shared::Shared;
+use crate::stall::Stalls;
 use crate::stats::ClientSnapshot;
 use crate::tx::Transmitter;
 
@@ -107,6 +108,11 @@ pub struct EngineSnapshot {
     pub arbiter_wakeups: u64,
     /// Clients dropped from the scan list after an idle period.
     pub deactivations: u64,
+    /// Heavy fences (membarrier calls) those deactivations cost.
+    pub deactivation_fences: u64,
+    /// Long intervals between two mailbox drains (see [`crate::stall`]); empty for the
+    /// lock baseline, which has no arbiter.
+    pub stalls: Stalls,
 }
 
 /// The final account of a run: every submitted packet is sent, dropped with a reason, or
@@ -337,6 +343,8 @@ impl Engine {
             tx_stalls: a.tx_stalls.get(),
             arbiter_wakeups: self.shared.arbiter.0.unparks(),
             deactivations: a.deactivations.get(),
+            deactivation_fences: a.deactivation_fences.get(),
+            stalls: a.stalls.snapshot(),
         }
     }
 

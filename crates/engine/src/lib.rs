@@ -46,6 +46,7 @@ pub mod link;
 pub mod lock;
 mod service;
 pub mod shared;
+pub mod stall;
 pub mod stats;
 mod sync;
 pub mod traffic;

@@ -62,6 +62,7 @@ use crate::engine::{validate, EngineError, EngineReport, EngineSnapshot, SchedSu
 use crate::latency::LatencyBoard;
 use crate::link::Link;
 use crate::shared::Shared;
+use crate::stall::Stalls;
 use crate::stats::{reason_slot, Counter, Padded};
 use crate::tx::Transmitter;
 
@@ -482,6 +483,8 @@ impl LockedEngine {
             tx_stalls: 0,
             arbiter_wakeups: wakeups,
             deactivations: 0,
+            deactivation_fences: 0,
+            stalls: Stalls::default(),
         }
     }
 

@@ -10,6 +10,7 @@ use crate::activity::Activity;
 use crate::control::ControlBox;
 use crate::keyring::KeyRings;
 use crate::latency::LatencyBoard;
+use crate::stall::StallCounters;
 use crate::stats::{ClientCounters, Counter, Padded};
 use crate::wake::Parker;
 
@@ -32,6 +33,10 @@ pub struct ArbiterCounters {
     pub slept_ns: Counter,
     /// Clients whose activity bit was cleared after an idle period.
     pub deactivations: Counter,
+    /// Heavy fences paid for those deactivations (one per batch).
+    pub deactivation_fences: Counter,
+    /// Long intervals between two mailbox drains (see [`crate::stall`]).
+    pub stalls: StallCounters,
 }
 
 /// Everything the threads of an engine share.

@@ -282,6 +282,61 @@ fn arbiter_sleeps_when_idle_and_wakes_on_traffic() {
 }
 
 #[test]
+fn a_busy_arbiter_deactivates_idle_clients_in_batches() {
+    // Client 0 keeps the arbiter busy (a slow link, always backlogged); client 1 sends a
+    // packet every 3 ms, so between two packets it is idle longer than client_idle_ns
+    // (1 ms). Deactivating it each time would cost a heavy fence (membarrier) every 3 ms;
+    // the busy arbiter defers it to at most one per 100 ms.
+    let mut cfg = config(
+        "drr",
+        2,
+        vec![FlowParams::weighted(1), FlowParams::weighted(1)],
+    );
+    cfg.rate_bps = 50_000_000;
+    let backend = Collect::default();
+    let got = Arc::clone(&backend.got);
+    let (engine, clients) = Engine::start(&cfg, Arc::new(backend)).unwrap();
+    let mut clients = clients.into_iter();
+    let greedy = common::Greedy::start(vec![clients.next().unwrap()]);
+    let mut sparse = clients.next().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let a = engine.snapshot();
+    let t0 = Instant::now();
+    let mut sent = 0;
+    while t0.elapsed() < Duration::from_millis(450) {
+        sparse.submit(1, 100).unwrap();
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let b = engine.snapshot();
+    greedy.finish();
+    let report = engine.stop(true);
+    let fences = b.deactivation_fences - a.deactivation_fences;
+    assert!(
+        b.idle_sleeps == a.idle_sleeps,
+        "the arbiter slept: not busy"
+    );
+    assert!(
+        b.deactivations > a.deactivations,
+        "the sparse client was never deactivated"
+    );
+    // 450 ms: one fence right away, then at most one per 100 ms.
+    assert!(
+        fences <= 6,
+        "{fences} heavy fences for {sent} sparse packets"
+    );
+    // Nothing lost on the way: every sparse packet arrived.
+    let sparse_got = got
+        .lock()
+        .unwrap()
+        .iter()
+        .flatten()
+        .filter(|p| p.client == 1)
+        .count();
+    assert_eq!(sparse_got as u64, sent, "{report:?}");
+}
+
+#[test]
 fn bad_configurations_are_named() {
     let err = |cfg: &EngineConfig| match Engine::start(cfg, Arc::new(Collect::default())) {
         Ok(_) => panic!("accepted"),
