@@ -477,15 +477,20 @@ fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
     }
     let warmup = (spec.duration / 10).max(Duration::from_millis(20));
     std::thread::sleep(warmup);
+    let board = running.board();
     let a = running.snapshot();
+    // The victim's latency over the measured interval only, like every other figure of
+    // the point: what was published by now is subtracted at the end (the board is
+    // cumulative and published every 50 ms, so the cut is within 50 ms of `a`).
+    let victim_before = board.snapshot(n_greedy);
     std::thread::sleep(spec.duration);
     let b = running.snapshot();
+    let victim_after = board.snapshot(n_greedy);
     let contended = running.contended();
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         let _ = t.join();
     }
-    let board = running.board();
     let report = running.stop();
 
     let dt = (b.at_ns - a.at_ns) as f64 / 1e9;
@@ -525,13 +530,17 @@ fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
     let (lo, hi) = shares.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), s| {
         (lo.min(s.of_target), hi.max(s.of_target))
     });
-    let victim = spec.victim_gap_ns.and_then(|_| {
-        board.snapshot(n_greedy).map(|h| Latency {
+    let victim = spec.victim_gap_ns.and(victim_after).map(|mut h| {
+        if let Some(before) = &victim_before {
+            // Same bounds, and `before` is an earlier state of the same counts.
+            let _ = h.subtract(before);
+        }
+        Latency {
             count: h.len(),
             p50_ns: h.value_at_quantile(0.5),
             p99_ns: h.value_at_quantile(0.99),
             max_ns: h.max(),
-        })
+        }
     });
     let stalls = (spec.arch == Arch::Pspat).then(|| {
         let st = b.stalls.since(&a.stalls);
