@@ -15,8 +15,15 @@ pub const PUBLISH_NS: u64 = 50_000_000;
 /// Highest latency recorded exactly: 100 s (larger values saturate).
 const MAX_NS: u64 = 100_000_000_000;
 
+/// Precision: two significant digits (values within 1%). Three made each histogram about
+/// 400 KB, and the arbiter, which publishes its own every [`PUBLISH_NS`], spent about
+/// 230,000 instructions zeroing and adding it each time: a stall of the mailbox drains on
+/// every publish (docs/PERFORMANCE.md, "Drain gaps").
+const SIGNIFICANT_DIGITS: u8 = 2;
+
 fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_NS, 3).expect("constant histogram bounds are valid")
+    Histogram::new_with_bounds(1, MAX_NS, SIGNIFICANT_DIGITS)
+        .expect("constant histogram bounds are valid")
 }
 
 /// Shared, per-client histograms; `None` for clients whose latency is not tracked.
