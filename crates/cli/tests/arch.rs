@@ -23,6 +23,18 @@ fn run(args: &[&str]) -> Out {
     }
 }
 
+/// `pspat bench arch ARGS --json`: must succeed and print one JSON object of `mode`.
+fn run_json(mode: &str, args: &[&str]) -> Value {
+    let mut all = vec!["bench", "arch", "--mode", mode];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let o = run(&all);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let v: Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["mode"], mode);
+    v
+}
+
 /// The runs measure time-sensitive behaviour with several threads each: one at a time.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -41,20 +53,10 @@ fn throughput_json_has_every_point_and_the_plot_is_written() {
     let svg = std::env::temp_dir().join(format!("pspat-arch-{}.svg", std::process::id()));
     let svg_arg = svg.to_str().unwrap();
     let _alone = serial();
-    let o = run(&[
-        "bench",
-        "arch",
-        "--clients",
-        "1,2",
-        "--duration",
-        "0.1",
-        "--json",
-        "--plot",
-        svg_arg,
-    ]);
-    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let v: Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
-    assert_eq!(v["mode"], "throughput");
+    let v = run_json(
+        "throughput",
+        &["--clients", "1,2", "--duration", "0.1", "--plot", svg_arg],
+    );
     assert_eq!(v["alg"], "qfq+");
     assert_eq!(v["len"], 60);
     assert_eq!(v["rate_bps"], 0);
@@ -142,20 +144,7 @@ fn throughput_json_has_every_point_and_the_plot_is_written() {
 #[test]
 fn floor_mode_measures_a_spinner_per_client_count() {
     let _alone = serial();
-    let o = run(&[
-        "bench",
-        "arch",
-        "--mode",
-        "floor",
-        "--clients",
-        "1,3",
-        "--duration",
-        "0.1",
-        "--json",
-    ]);
-    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let v: Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
-    assert_eq!(v["mode"], "floor");
+    let v = run_json("floor", &["--clients", "1,3", "--duration", "0.1"]);
     assert_eq!(v["stall_min_ns"], 4096);
     let points = v["points"].as_array().unwrap();
     let clients: Vec<u64> = points
@@ -197,22 +186,17 @@ fn stability_shares_hold_when_the_link_is_the_bottleneck() {
     // clients' 510 in-flight packets last 150 to 300 ms of link time: a client thread
     // descheduled for a while on a shared 2-core machine keeps its queue, and its share.
     let _alone = serial();
-    let o = run(&[
-        "bench",
-        "arch",
-        "--mode",
+    let v = run_json(
         "stability",
-        "--rate-list",
-        "20M,40M",
-        "--len",
-        "1500",
-        "--duration",
-        "0.5",
-        "--json",
-    ]);
-    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let v: Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
-    assert_eq!(v["mode"], "stability");
+        &[
+            "--rate-list",
+            "20M,40M",
+            "--len",
+            "1500",
+            "--duration",
+            "0.5",
+        ],
+    );
     assert!(v["sustained_bps"].is_null(), "rates were given");
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);

@@ -301,6 +301,19 @@ fn run_builtin_scenario_accounts_for_every_packet_and_follows_weights() {
     let lat = &tenants[3]["latency"];
     assert!(lat["samples"].as_u64().unwrap() > 100, "{lat}");
     assert!(lat["p50_ns"].as_u64().unwrap() <= lat["p99_ns"].as_u64().unwrap());
+    // The arbiter's drain gaps: at least 4096 ns each, within the run, and a p99 wait no
+    // longer than the time they cover.
+    let g = &v["arbiter"]["drain_gaps"];
+    let (gaps, stalled) = (
+        g["gaps"].as_u64().unwrap(),
+        g["stalled_ns"].as_u64().unwrap(),
+    );
+    assert!(stalled >= gaps * 4096, "{g}");
+    assert!(
+        (stalled as f64) < v["seconds"].as_f64().unwrap() * 1e9 * 1.01,
+        "{g}"
+    );
+    assert!(g["wait_p99_ns"].as_f64().unwrap() <= stalled as f64, "{g}");
 }
 
 #[test]

@@ -46,9 +46,10 @@ const IDLE_BLOCK: Duration = Duration::from_millis(200);
 const DEACTIVATE_BATCH: usize = 64;
 /// ... when this long has passed since its last deactivation (and always before it
 /// sleeps). Deactivating costs a heavy fence, a `membarrier` system call that interrupts
-/// every other CPU running the process and waits for them: a few us on bare metal, but on
-/// a virtual machine whose other vCPUs are busy its p99 was 80 us and its maximum 9 ms
-/// (docs/PERFORMANCE.md, "Arbiter stalls"), all of it time the link is not served. A
+/// every other CPU running the process and waits for them: under a microsecond when they
+/// are idle, but on this project's VM with the other vCPU busy p50 3.6 us, p99 10-22 us,
+/// up to 1.1 ms (`crates/io/examples/membarrier_cost.rs`; docs/PERFORMANCE.md, "drain
+/// gaps, and what sets the victim's p99"), all of it time the link is not served. A
 /// client left active costs one read of its mailbox's head per drain (a line nobody
 /// writes while it is idle), so up to `DEACTIVATE_BATCH - 1` of them cost far less.
 const DEACTIVATE_EVERY_NS: u64 = 100_000_000;

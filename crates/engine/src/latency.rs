@@ -18,7 +18,7 @@ const MAX_NS: u64 = 100_000_000_000;
 /// Precision: two significant digits (values within 1%). Three made each histogram about
 /// 400 KB, and the arbiter, which publishes its own every [`PUBLISH_NS`], spent about
 /// 230,000 instructions zeroing and adding it each time: a stall of the mailbox drains on
-/// every publish (docs/PERFORMANCE.md, "Drain gaps").
+/// every publish (docs/PERFORMANCE.md, "drain gaps, and what sets the victim's p99").
 const SIGNIFICANT_DIGITS: u8 = 2;
 
 fn histogram() -> Histogram<u64> {
