@@ -7,12 +7,14 @@
 //!
 //! - a client sets its bit (and its word's bit in the summary) after pushing a packet, only
 //!   if the bit is clear: while it stays active, the check is one read of a line that
-//!   nobody writes, as cheap as the paper's "am I the last entry of CL[c]" test;
+//!   nobody writes, as cheap as the paper's "am I the last entry of CL\[c\]" test;
 //! - the arbiter visits the set summary bits, then the set bits of those words: a scan
 //!   costs O(active clients + registered / 4096) and no per-CPU structure is needed, so
 //!   CPU migration changes nothing (no client is listed twice or gains anything);
 //! - the arbiter clears a client's bit only after the client stayed idle for a while, and
-//!   re-checks the mailbox after clearing it (see [`Activity::deactivate`]).
+//!   re-checks the mailbox after clearing it (see [`Activity::deactivate`]); it clears
+//!   several at once, with one heavy fence, and while it has work only rarely (see
+//!   `DEACTIVATE_EVERY_NS` in the arbiter).
 //!
 //! Who writes: clients set bits, the arbiter clears them; both with read-modify-writes.
 

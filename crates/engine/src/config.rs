@@ -83,7 +83,9 @@ pub struct EngineConfig {
     pub delta_a_ns: u64,
     /// T_w: how long an idle arbiter or dispatcher spins before it blocks, in ns.
     pub spin_ns: u64,
-    /// A client idle this long (ns) leaves the arbiter's scan list.
+    /// A client idle this long (ns) leaves the arbiter's scan list: before the arbiter
+    /// sleeps, or, while it has work, together with others (64 at once, or 100 ms after the
+    /// previous time: each removal costs a `membarrier`).
     pub client_idle_ns: u64,
     /// Decision aggregation (PSPAT section 6.3.1): one scheduler decision covers up to
     /// this many ns of consecutive packets of one client and flow; 0 = off.

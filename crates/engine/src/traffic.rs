@@ -1,10 +1,11 @@
 //! Packet sources for client threads: a rate (or greedy), packet sizes, bursts, a flow.
 //!
-//! A [`Source`] decides when the next burst is due and how long each packet is; [`drive`]
-//! runs one on a client until told to stop. Paced sources are open-loop (like UDP): a
-//! packet refused by a full mailbox is counted as `refused` and not retried, so the offered
-//! load stays what was configured. Greedy sources are closed-loop: they retry, backing off
-//! briefly, so they always have a packet waiting (the backlogged senders of the papers).
+//! A source (a [`TrafficSpec`]) decides when the next burst is due and how long each
+//! packet is; [`drive`] runs one on a client until told to stop. Paced sources are
+//! open-loop (like UDP): a packet refused by a full mailbox is counted as `refused` and not
+//! retried, so the offered load stays what was configured. Greedy sources are closed-loop:
+//! they retry, backing off briefly, so they always have a packet waiting (the backlogged
+//! senders of the papers).
 
 use std::fmt;
 use std::str::FromStr;
