@@ -360,19 +360,12 @@ struct Point {
 }
 
 /// How long the PSPAT arbiter went without reading the mailboxes, over the measured
-/// interval.
+/// interval: its drain gaps (the p99 wait they impose is a floor under any packet's p99
+/// latency on this run), and the heavy fences it paid to deactivate idle clients.
 #[derive(Clone, Debug, Serialize)]
 struct StallSummary {
-    /// Intervals of at least `STALL_MIN_NS` between two drains.
-    gaps: u64,
-    /// Percent of the interval spent in them.
-    stalled_pct: f64,
-    /// p99 of the wait these gaps alone impose on a packet arriving at a random instant:
-    /// the floor under any packet's p99 latency on this run.
-    wait_p99_ns: f64,
-    /// The longest gap's bucket floor (power of two), ns.
-    longest_at_least_ns: u64,
-    /// Heavy fences (membarrier calls) the arbiter paid to deactivate idle clients.
+    #[serde(flatten)]
+    gaps: pspat_engine::stall::StallSummary,
     deactivation_fences: u64,
 }
 
@@ -542,16 +535,9 @@ fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
             max_ns: h.max(),
         }
     });
-    let stalls = (spec.arch == Arch::Pspat).then(|| {
-        let st = b.stalls.since(&a.stalls);
-        let span = b.at_ns - a.at_ns;
-        StallSummary {
-            gaps: st.gaps(),
-            stalled_pct: st.stalled_ns() as f64 * 100.0 / span as f64,
-            wait_p99_ns: st.wait_quantile_ns(0.99, span),
-            longest_at_least_ns: st.longest_at_least_ns(),
-            deactivation_fences: b.deactivation_fences - a.deactivation_fences,
-        }
+    let stalls = (spec.arch == Arch::Pspat).then(|| StallSummary {
+        gaps: b.stalls.since(&a.stalls).summary(b.at_ns - a.at_ns),
+        deactivation_fences: b.deactivation_fences - a.deactivation_fences,
     });
     let s = &report.snapshot.clients;
     let decisions_per_s = decisions as f64 / dt;
@@ -896,10 +882,10 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
                 p.mailbox_full.to_string(),
                 p.stalls
                     .as_ref()
-                    .map_or("-".into(), |s| format!("{:.2}", s.stalled_pct)),
-                p.stalls
-                    .as_ref()
-                    .map_or("-".into(), |s| format!("{:.1}", s.wait_p99_ns / 1000.0)),
+                    .map_or("-".into(), |s| format!("{:.2}", s.gaps.stalled_pct)),
+                p.stalls.as_ref().map_or("-".into(), |s| {
+                    format!("{:.1}", s.gaps.wait_p99_ns / 1000.0)
+                }),
             ]
         })
         .collect();

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use pspat_engine::clock;
-use pspat_engine::stall::{StallCounters, STALL_MIN_NS};
+use pspat_engine::stall::{StallCounters, StallSummary, STALL_MIN_NS};
 use serde::Serialize;
 
 use crate::{emit, table};
@@ -29,14 +29,9 @@ struct FloorPoint {
     clients: usize,
     /// Interval of the measurement, ns.
     span_ns: u64,
-    /// Gaps of at least `STALL_MIN_NS` between two clock readings of the spinner.
-    gaps: u64,
-    /// Percent of the interval spent in them.
-    stalled_pct: f64,
-    /// p99 of the wait they impose on a packet arriving at a random instant.
-    wait_p99_ns: f64,
-    /// The longest gap's bucket floor (power of two), ns.
-    longest_at_least_ns: u64,
+    /// The gaps between two clock readings of the spinner.
+    #[serde(flatten)]
+    gaps: StallSummary,
 }
 
 #[derive(Serialize)]
@@ -72,10 +67,10 @@ pub(crate) fn floor(clients: &[usize], duration: Duration, pin: bool, json: bool
         .map(|p| {
             vec![
                 p.clients.to_string(),
-                p.gaps.to_string(),
-                format!("{:.2}", p.stalled_pct),
-                format!("{:.1}", p.wait_p99_ns / 1000.0),
-                format!("{:.0}", p.longest_at_least_ns as f64 / 1000.0),
+                p.gaps.gaps.to_string(),
+                format!("{:.2}", p.gaps.stalled_pct),
+                format!("{:.1}", p.gaps.wait_p99_ns / 1000.0),
+                format!("{:.0}", p.gaps.longest_at_least_ns as f64 / 1000.0),
             ]
         })
         .collect();
@@ -150,14 +145,9 @@ fn point(n: usize, duration: Duration, pin: bool) -> Result<FloorPoint> {
         let _ = t.join();
     }
     let _ = spinner.join();
-    let st = b.since(&a);
-    let span = t1 - t0;
     Ok(FloorPoint {
         clients: n,
-        span_ns: span,
-        gaps: st.gaps(),
-        stalled_pct: st.stalled_ns() as f64 * 100.0 / span as f64,
-        wait_p99_ns: st.wait_quantile_ns(0.99, span),
-        longest_at_least_ns: st.longest_at_least_ns(),
+        span_ns: t1 - t0,
+        gaps: b.since(&a).summary(t1 - t0),
     })
 }

@@ -484,8 +484,21 @@ impl Summary<'_> {
     }
 
     /// The arbiter's drain gaps over the same span as the rates (`pspat_engine::stall`).
-    fn gaps(&self) -> pspat_engine::stall::Stalls {
-        self.report.snapshot.stalls.since(&self.first.stalls)
+    fn gaps(&self) -> pspat_engine::stall::StallSummary {
+        self.report
+            .snapshot
+            .stalls
+            .since(&self.first.stalls)
+            .summary(self.span_ns())
+    }
+
+    /// Time in those gaps, ns.
+    fn stalled_ns(&self) -> u64 {
+        self.report
+            .snapshot
+            .stalls
+            .since(&self.first.stalls)
+            .stalled_ns()
     }
 
     fn json(&self) -> serde_json::Value {
@@ -559,9 +572,9 @@ impl Summary<'_> {
                 "wakeups": s.arbiter_wakeups, "slept_ns": s.arbiter_slept_ns,
                 "tx_stalls": s.tx_stalls,
                 "drain_gaps": {
-                    "gaps": self.gaps().gaps(),
-                    "stalled_ns": self.gaps().stalled_ns(),
-                    "wait_p99_ns": self.gaps().wait_quantile_ns(0.99, self.span_ns()),
+                    "gaps": self.gaps().gaps,
+                    "stalled_ns": self.stalled_ns(),
+                    "wait_p99_ns": self.gaps().wait_p99_ns,
                 },
             },
             "tenants": tenants,
@@ -679,8 +692,8 @@ impl Summary<'_> {
             s.idle_sleeps,
             s.link_sleeps,
             s.arbiter_wakeups,
-            self.gaps().stalled_ns() as f64 * 100.0 / self.span_ns() as f64,
-            self.gaps().wait_quantile_ns(0.99, self.span_ns()) / 1000.0
+            self.gaps().stalled_pct,
+            self.gaps().wait_p99_ns / 1000.0
         ));
         if !self.cpu.is_empty() {
             let parts: Vec<String> = self

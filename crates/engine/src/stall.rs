@@ -17,6 +17,8 @@
 //! of the gaps alone ([`Stalls::wait_quantile_ns`]), a floor under any packet's latency
 //! at that quantile.
 
+use serde::Serialize;
+
 use crate::stats::Counter;
 
 /// Shortest gap counted, ns (2^12: about 4 us, four times the default Delta_A).
@@ -64,6 +66,19 @@ impl StallCounters {
     }
 }
 
+/// What the gaps of a span amount to ([`Stalls::summary`]), as the tools report it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StallSummary {
+    /// Gaps of at least [`STALL_MIN_NS`].
+    pub gaps: u64,
+    /// Percent of the span spent in them.
+    pub stalled_pct: f64,
+    /// p99 of the wait they alone impose on a packet arriving at a random instant.
+    pub wait_p99_ns: f64,
+    /// The longest gap's bucket floor (power of two), ns.
+    pub longest_at_least_ns: u64,
+}
+
 /// Drain-gap counts and times, per bucket (a snapshot, or the difference of two).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stalls {
@@ -90,6 +105,17 @@ impl Stalls {
     /// Total time in gaps, ns.
     pub fn stalled_ns(&self) -> u64 {
         self.ns.iter().sum()
+    }
+
+    /// The figures of these gaps over a span of `span_ns` (at least 1).
+    pub fn summary(&self, span_ns: u64) -> StallSummary {
+        let span_ns = span_ns.max(1);
+        StallSummary {
+            gaps: self.gaps(),
+            stalled_pct: self.stalled_ns() as f64 * 100.0 / span_ns as f64,
+            wait_p99_ns: self.wait_quantile_ns(0.99, span_ns),
+            longest_at_least_ns: self.longest_at_least_ns(),
+        }
     }
 
     /// Longest gap's bucket floor, ns (0 if none).
@@ -197,6 +223,20 @@ mod tests {
         // gives x = 1 ms.
         let p99 = s.wait_quantile_ns(0.99, 1_000_000_000);
         assert!((p99 - 1_000_000.0).abs() < 1.0, "{p99}");
+    }
+
+    #[test]
+    fn the_summary_matches_its_parts() {
+        let c = StallCounters::default();
+        for _ in 0..10 {
+            c.gap(2_000_000);
+        }
+        let s = c.snapshot();
+        let sum = s.summary(1_000_000_000);
+        assert_eq!(sum.gaps, 10);
+        assert!((sum.stalled_pct - 2.0).abs() < 1e-9, "{sum:?}");
+        assert_eq!(sum.wait_p99_ns, s.wait_quantile_ns(0.99, 1_000_000_000));
+        assert_eq!(sum.longest_at_least_ns, 1 << 20);
     }
 
     #[test]
