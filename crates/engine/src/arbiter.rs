@@ -54,6 +54,16 @@ const DEACTIVATE_BATCH: usize = 64;
 /// writes while it is idle), so up to `DEACTIVATE_BATCH - 1` of them cost far less.
 const DEACTIVATE_EVERY_NS: u64 = 100_000_000;
 
+/// When a drain deactivates the idle clients it found ([`Arbiter::scan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Deactivate {
+    /// While busy: with [`DEACTIVATE_BATCH`] of them, or [`DEACTIVATE_EVERY_NS`] after the
+    /// last time; otherwise they stay active until a later drain.
+    WhenDue,
+    /// Before a sleep: all of them.
+    Now,
+}
+
 /// The arbiter's view of one client.
 pub(crate) struct ClientPort {
     /// Consumer end of the client's mailbox.
@@ -138,13 +148,10 @@ pub(crate) struct Arbiter<V: Service> {
     /// Clients with `departed > 0` in this scan (capacity: every client, so no allocation).
     departing: Vec<u32>,
     /// Clients a drain found idle for `client_idle_ns`, deactivated together at its end
-    /// (one heavy fence for all of them; capacity: every client), when
-    /// [`Self::settle_idle`] allows.
+    /// (one heavy fence for all of them; capacity: every client), as [`Deactivate`] says.
     idle: Vec<u32>,
     /// Earliest time of the next busy-path deactivation (see [`DEACTIVATE_EVERY_NS`]).
     next_deactivate_ns: u64,
-    /// Set for the scan before a sleep: deactivate every idle client whatever the batch.
-    settling: bool,
     /// Packets entered into / taken out of the scheduler in this scan: the shared
     /// `sched_backlog` counter moves once per scan by the difference.
     scan_in: u64,
@@ -200,14 +207,14 @@ impl<V: Service> Arbiter<V> {
             departing,
             idle,
             next_deactivate_ns: 0,
-            settling: false,
             scan_in: 0,
             scan_out: 0,
         }
     }
 
-    /// `do_scan()`: see the module docs.
-    pub(crate) fn scan(&mut self, now: u64) -> ScanOutcome {
+    /// `do_scan()`: see the module docs. `idle` says when the clients a drain finds idle
+    /// leave the scan list.
+    pub(crate) fn scan(&mut self, now: u64, idle: Deactivate) -> ScanOutcome {
         if self.shared.control.pending() {
             self.apply_changes(now);
         }
@@ -219,7 +226,7 @@ impl<V: Service> Arbiter<V> {
             counters.drains.add(1);
             counters.stalls.gap(now.saturating_sub(self.last_drain_ns));
             self.last_drain_ns = now;
-            outcome.drained = self.drain_clients(now);
+            outcome.drained = self.drain_clients(now, idle);
             self.svc.tick(now);
         }
         outcome.sent = self.release(now);
@@ -274,7 +281,7 @@ impl<V: Service> Arbiter<V> {
     }
 
     /// Block 1: mailboxes into the scheduler.
-    fn drain_clients(&mut self, now: u64) -> u32 {
+    fn drain_clients(&mut self, now: u64, idle: Deactivate) -> u32 {
         let shared = Arc::clone(&self.shared);
         let mut drained = 0u32;
         shared.activity.for_each_active(|c| {
@@ -305,16 +312,18 @@ impl<V: Service> Arbiter<V> {
             }
         });
         if !self.idle.is_empty() {
-            self.settle_idle(now);
+            self.settle_idle(now, idle);
         }
         drained
     }
 
-    /// Deactivates the clients the drain found idle, if it is time to (before a sleep, with
-    /// [`DEACTIVATE_BATCH`] of them, or [`DEACTIVATE_EVERY_NS`] after the last time);
-    /// otherwise leaves them active, to be found idle again by a later drain.
-    fn settle_idle(&mut self, now: u64) {
-        if self.settling || self.idle.len() >= DEACTIVATE_BATCH || now >= self.next_deactivate_ns {
+    /// Deactivates the clients the drain found idle if `when` says it is time to; otherwise
+    /// leaves them active, to be found idle again by a later drain.
+    fn settle_idle(&mut self, now: u64, when: Deactivate) {
+        if when == Deactivate::Now
+            || self.idle.len() >= DEACTIVATE_BATCH
+            || now >= self.next_deactivate_ns
+        {
             self.next_deactivate_ns = now + DEACTIVATE_EVERY_NS;
             let activity = &self.shared.activity;
             // The re-check after the (one) heavy fence catches a packet pushed meanwhile
@@ -588,7 +597,7 @@ impl<V: Service> Arbiter<V> {
         self.last_drain_ns = clock::now_ns();
         loop {
             let now = clock::now_ns();
-            let outcome = self.scan(now);
+            let outcome = self.scan(now, Deactivate::WhenDue);
             if let Some(drain) = self.shared.stopping() {
                 if !drain || (!self.has_backlog() && self.mailboxes_empty()) {
                     break;
@@ -620,9 +629,7 @@ impl<V: Service> Arbiter<V> {
             // Idle for T_w: announce the sleep, look once more, block.
             parker.prepare();
             self.next_drain_ns = 0;
-            self.settling = true;
-            let again = self.scan(clock::now_ns());
-            self.settling = false;
+            let again = self.scan(clock::now_ns(), Deactivate::Now);
             if again.drained > 0 || self.has_backlog() || self.shared.stopping().is_some() {
                 parker.cancel();
                 idle_since = None;
