@@ -1,20 +1,21 @@
 //! pspat-mailbox: the lock-free single-producer single-consumer queue of PSPAT.
 //!
 //! Every client talks to the arbiter through a private mailbox, and the arbiter to each
-//! dispatcher; nothing else is shared between threads on the data path. The design is the
-//! one of section 4.1 of the PSPAT paper (after FastForward, Giacomoni et al. 2008):
+//! dispatcher; nothing else is shared between threads on the data path. The design starts
+//! from section 4.1 of the PSPAT paper (after FastForward, Giacomoni et al. 2008):
 //!
-//! - an empty slot holds a special value (word 0 = 0), so head and tail are private to the
-//!   consumer and the producer: there is no shared index to bounce between caches;
-//! - the producer enters a new cache line only after seeing the slot one line ahead empty,
-//!   so it never writes a line the consumer is still reading;
-//! - the consumer releases slots a whole cache line at a time, so it never writes a line
-//!   the producer is filling.
+//! - an empty slot holds a special value (word 0 = 0), so the consumer finds messages
+//!   without reading any index the producer writes; it empties a slot as it reads it,
+//!   while the line is in its cache;
+//! - the consumer gives slots back by publishing how many it has released, a whole cache
+//!   line at a time, and the producer reads that count only when the credit it cached runs
+//!   out (as `rtrb` caches the other side's index).
 //!
 //! The consumer can also take a message without releasing its slot ([`Consumer::extract`])
 //! and release later ([`Consumer::release`]): the arbiter keeps a client's slots until the
 //! scheduler has sent the packets, which bounds what a client can have queued (Figure 5 of
-//! the paper, line 21).
+//! the paper, line 21). The paper's mailbox empties a slot only when it is released, long
+//! after it was read, and has no counter: see `mailbox.rs` for why this one differs.
 //!
 //! [`frames`] holds what the descriptors stand for when they are real frames: a pool of
 //! fixed-size slots each receiving thread fills and the transmitting side empties.

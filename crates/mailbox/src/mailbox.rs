@@ -4,40 +4,57 @@
 //!
 //! `entries` slots of `M::WORDS` words each, grouped in lines of `line_bytes`; the ring
 //! starts on a line boundary. `line_entries = line_bytes / (8 M::WORDS)` slots share a line.
+//! Apart from the ring, on a line of its own, one counter: `released`.
 //!
 //! # Protocol (who writes what)
 //!
 //! - Slot word 0: written by the producer (a non-zero value, `Release`) to publish a
-//!   message, and by the consumer (0, `Release`) to release the slot. Read by both with
-//!   `Acquire`. This is the only shared state.
+//!   message, and by the consumer (0, `Relaxed`) as it extracts the message, while the line
+//!   is in its cache. Read by the consumer with `Acquire`. The producer never reads it.
 //! - Other slot words: written by the producer (`Relaxed`) before it publishes word 0, read
 //!   by the consumer (`Relaxed`) after it saw word 0 published, so the `Release`/`Acquire`
 //!   pair on word 0 orders them.
-//! - `tail`, `check` (producer) and `head`, `released`, `cleared` (consumer): private.
+//! - `released`: the number of slots the consumer has given back, written by the consumer
+//!   (`Release`) a whole line at a time, read by the producer (`Acquire`) only when the
+//!   credit it cached runs out (as `rtrb` caches the other side's index).
+//! - `tail`, `limit` (producer) and `head`, `released`, `published` (consumer): private.
+//!
+//! A slot is free for the producer once the consumer has *released* it, not when it has
+//! extracted it: a consumer that keeps extracted messages (the arbiter keeps a packet's
+//! slot until the packet leaves the scheduler) holds the producer back, which is the
+//! backpressure the engine needs. Emptying the slot (word 0 = 0) is separate from that
+//! credit and happens at extraction, when the line was just read.
+//!
+//! The PSPAT paper's mailbox (after FastForward) has no counter: the consumer empties a
+//! slot when it releases it, and the producer looks at the slot a line ahead before it
+//! enters a line. That version was this crate's until 2026-11-22: the release came
+//! thousands of messages after the read, so each line it emptied was a cache miss, 23% of
+//! the arbiter's time with 64 clients (`perf`). Another variant tried then (a lap-parity
+//! bit in word 0 instead of emptying, so the consumer writes no slot at all) moved
+//! messages faster between two threads but made the arbiter's mailbox reads slower on
+//! some runs: see docs/PERFORMANCE.md, "The mailbox's release".
 //!
 //! # Invariants
 //!
-//! 1. Lines are filled and released in ring order, each line completely: the producer
-//!    writes every slot in order, and the consumer clears a line only when every slot in it
-//!    has been released.
-//! 2. When the producer is about to write the first slot of line L it checks that the first
-//!    slot of line L+1 is empty. Line L+1 was filled on the previous lap (invariant 1) before
-//!    line L was filled again, so it being empty means the consumer cleared it, hence
-//!    cleared line L before it (invariant 1). The consumer clears L+1's first slot with a
-//!    `Release` store after clearing all of L and after reading L's messages, and the
-//!    producer loads it with `Acquire`: everything the consumer did to L happens before the
-//!    producer writes L again. The price is one line of slack: at most
-//!    `entries - line_entries` messages are ever queued.
-//! 3. The producer never writes a line while the consumer still reads it (invariant 2), and
-//!    the consumer clears only lines the producer has left: the two threads share a line
-//!    only while the consumer reads the line the producer is filling (the nearly-empty
-//!    case, which no scheme avoids; the arbiter rate-limits its reads for that).
+//! 1. `tail - released <= capacity = entries - line_entries`: the producer writes a slot
+//!    only after the consumer released the message the slot held a lap ago. The producer
+//!    checks its cached `limit` (a `released` it read, plus `capacity`) and reloads
+//!    `released` with `Acquire` when `tail` reaches it; the consumer stores `released` with
+//!    `Release` after it read and emptied every slot it counts. So everything the consumer
+//!    did to a slot happens before the producer writes it again. One line of slack stays
+//!    (the capacity is `entries - line_entries`, as the engine's key rings expect).
+//! 2. The consumer sees each message once: it empties the slot it extracts, so a non-zero
+//!    word 0 at `head` is a message published after that (the producer's write of the
+//!    slot is ordered after it by invariant 1), never the previous lap's.
+//! 3. The two threads share a line only while the consumer reads the line the producer is
+//!    filling (the nearly-empty case, which no scheme avoids; the arbiter rate-limits its
+//!    reads for that) and when the producer reloads `released`, once per credit.
 
 use std::fmt;
 use std::marker::PhantomData;
 
 use crate::message::Message;
-use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicU64, AtomicUsize, Ordering};
 
 /// Geometry of a mailbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,23 +153,29 @@ pub fn mailbox<M: Message>(config: Config) -> Result<(Producer<M>, Consumer<M>),
         });
     }
     let shared = Arc::new(Ring::new(config, slot_bytes / 8));
+    let capacity = config.entries - line_entries;
     let producer = Producer {
         ring: Arc::clone(&shared),
         tail: 0,
-        check: 0,
+        limit: capacity,
         _m: PhantomData,
     };
     let consumer = Consumer {
         ring: shared,
         head: 0,
         released: 0,
-        cleared: 0,
+        published: 0,
         _m: PhantomData,
     };
     Ok((producer, consumer))
 }
 
-/// The slots, shared by the two halves.
+/// A value alone on its cache lines (two: x86 prefetches lines in pairs), so that the
+/// consumer's stores to it do not disturb the ring or the halves' private fields.
+#[repr(align(128))]
+struct Alone<T>(T);
+
+/// The slots and the credit counter, shared by the two halves.
 struct Ring {
     /// `entries * words` words plus room to start on a line boundary.
     words: Box<[AtomicU64]>,
@@ -162,6 +185,14 @@ struct Ring {
     mask: usize,
     /// Slots per line.
     line_entries: usize,
+    /// Most messages queued at once: `entries - line_entries`.
+    capacity: usize,
+    /// Slots `Consumer::pop` gives back at a time: a quarter of the capacity in whole
+    /// lines, at least one line.
+    pop_batch: usize,
+    /// Slots the consumer has given back (a position, wrapping), published a whole line at
+    /// a time.
+    released: Alone<AtomicUsize>,
 }
 
 impl Ring {
@@ -177,11 +208,16 @@ impl Ring {
         } else {
             line_words - misalign
         };
+        let line_entries = config.line_bytes / (8 * stride);
         Self {
             words,
             base,
             mask: config.entries - 1,
-            line_entries: config.line_bytes / (8 * stride),
+            line_entries,
+            capacity: config.entries - line_entries,
+            pop_batch: ((config.entries - line_entries) / 4 / line_entries * line_entries)
+                .max(line_entries),
+            released: Alone(AtomicUsize::new(0)),
         }
     }
 
@@ -192,6 +228,19 @@ impl Ring {
         let at = self.base + (pos & self.mask) * M::WORDS;
         &self.words[at..at + M::WORDS]
     }
+
+    /// The consumer's published `released`, plus the capacity: the position the producer
+    /// may write up to (excluded).
+    #[inline]
+    fn limit(&self) -> usize {
+        // ORDERING: Acquire pairs with the consumer's Release store in `Consumer::publish`,
+        // which follows its reads and emptying of every slot it counts as released: those
+        // happen before the producer writes any of them again (invariant 1).
+        self.released
+            .0
+            .load(Ordering::Acquire)
+            .wrapping_add(self.capacity)
+    }
 }
 
 /// The producer half: owned by exactly one thread at a time (it is `Send`, not `Sync`).
@@ -199,9 +248,9 @@ pub struct Producer<M: Message> {
     ring: Arc<Ring>,
     /// Next position to write. Private.
     tail: usize,
-    /// First position of the next line to enter: when `tail == check` the producer checks
-    /// the line ahead before writing. Private.
-    check: usize,
+    /// Position the producer may write up to (excluded), as of the last read of the
+    /// consumer's `released`. Private.
+    limit: usize,
     _m: PhantomData<fn(M) -> M>,
 }
 
@@ -209,7 +258,7 @@ impl<M: Message> Producer<M> {
     /// Appends `msg`, or gives it back if the mailbox is full.
     #[inline]
     pub fn push(&mut self, msg: M) -> Result<(), M> {
-        if self.tail == self.check && !self.enter_line() {
+        if self.tail == self.limit && !self.more_credit() {
             return Err(msg);
         }
         let slot = self.ring.slot::<M>(self.tail);
@@ -226,38 +275,23 @@ impl<M: Message> Producer<M> {
         Ok(())
     }
 
-    /// The producer is about to write the first slot of a line: it may once the first
-    /// slot of the line after it is free (invariant 2 in the module docs). Once per line,
-    /// out of the per-message path.
+    /// The cached credit ran out: reads the consumer's `released` again. Once per line
+    /// the consumer gives back at most, out of the per-message path.
     #[inline(never)]
-    fn enter_line(&mut self) -> bool {
-        let ring = &*self.ring;
-        let ahead = ring.slot::<M>(self.tail.wrapping_add(ring.line_entries));
-        // ORDERING: Acquire pairs with the consumer's Release clear of this slot in
-        // `Consumer::clear_lines`, which follows its clears and reads of this line.
-        if ahead[0].load(Ordering::Acquire) != 0 {
-            return false;
-        }
-        self.check = self.tail.wrapping_add(ring.line_entries);
-        true
+    fn more_credit(&mut self) -> bool {
+        self.limit = self.ring.limit();
+        self.tail != self.limit
     }
 
     /// Whether the next `push` would fail right now. The consumer may free room at any
     /// moment, so `true` can be stale; `false` stays true until this producer pushes.
     pub fn is_full(&self) -> bool {
-        if self.tail != self.check {
-            return false;
-        }
-        let ahead = self
-            .ring
-            .slot::<M>(self.tail.wrapping_add(self.ring.line_entries));
-        // ORDERING: Acquire, as in `enter_line`.
-        ahead[0].load(Ordering::Acquire) != 0
+        self.tail == self.limit && self.tail == self.ring.limit()
     }
 
     /// The most messages that can ever be queued: `entries` less one line of slack.
     pub fn capacity(&self) -> usize {
-        self.ring.mask + 1 - self.ring.line_entries
+        self.ring.capacity
     }
 }
 
@@ -268,9 +302,9 @@ pub struct Consumer<M: Message> {
     head: usize,
     /// Positions below this are released (given back by the caller). Private.
     released: usize,
-    /// Positions below this are cleared (zeroed in the ring); a multiple of the line
-    /// length, `cleared <= released <= head`. Private.
-    cleared: usize,
+    /// The `released` the producer was last told: a multiple of the line length,
+    /// `published <= released <= head`. Private.
+    published: usize,
     _m: PhantomData<fn(M) -> M>,
 }
 
@@ -282,8 +316,8 @@ impl<M: Message> Consumer<M> {
         let msg = self.extract()?;
         // `extract` just took a slot, so there is one to release: no check needed.
         self.released = self.released.wrapping_add(1);
-        if self.released.wrapping_sub(self.cleared) >= self.ring.line_entries {
-            self.clear_lines();
+        if self.released.wrapping_sub(self.published) >= self.ring.pop_batch {
+            self.publish();
         }
         Some(msg)
     }
@@ -299,15 +333,19 @@ impl<M: Message> Consumer<M> {
         if w0 == 0 {
             return None;
         }
-        // A non-zero slot at `head` is a new message, never one extracted a lap ago and
-        // not yet cleared: the producer keeps `tail <= cleared + entries - line_entries`
-        // (invariant 2), and `head <= tail`.
-        debug_assert!(self.head.wrapping_sub(self.cleared) <= self.ring.mask);
+        // A non-zero slot at `head` is a new message: this consumer emptied the slot when it
+        // extracted the previous lap's message, and the producer rewrote it only after that
+        // (invariant 2).
+        debug_assert!(self.head.wrapping_sub(self.released) < self.ring.capacity);
         let mut words = [w0, 0, 0, 0];
         for k in 1..M::WORDS {
             // ORDERING: Relaxed; ordered by the Acquire load of word 0 above.
             words[k] = slot[k].load(Ordering::Relaxed);
         }
+        // ORDERING: Relaxed; the producer never reads word 0, and it writes this slot again
+        // only after the Release store of a `released` that counts it (`publish`), which
+        // orders this store (and the loads above) before that write.
+        slot[0].store(0, Ordering::Relaxed);
         self.head = self.head.wrapping_add(1);
         Some(M::decode(words))
     }
@@ -333,8 +371,8 @@ impl<M: Message> Consumer<M> {
             "mailbox: releasing {n} slots but only {pending} are extracted"
         );
         self.released = self.released.wrapping_add(n);
-        if self.released.wrapping_sub(self.cleared) >= self.ring.line_entries {
-            self.clear_lines();
+        if self.released.wrapping_sub(self.published) >= self.ring.line_entries {
+            self.publish();
         }
     }
 
@@ -343,28 +381,19 @@ impl<M: Message> Consumer<M> {
         self.head.wrapping_sub(self.released)
     }
 
-    /// Zeroes every wholly released line, oldest first: the released slots of whole lines
-    /// form at most two contiguous runs of the ring (two when they wrap).
+    /// Tells the producer about every wholly released line.
     #[inline(never)]
-    fn clear_lines(&mut self) {
-        let ring = &*self.ring;
-        let le = ring.line_entries;
-        // `cleared` is a multiple of `le`, and so is the ring's size: a run never splits a
-        // line.
-        let slots = self.released.wrapping_sub(self.cleared) / le * le;
-        let start = self.cleared & ring.mask;
-        let first = slots.min(ring.mask + 1 - start);
-        for (from, n) in [(start, first), (0, slots - first)] {
-            let at = ring.base + from * M::WORDS;
-            for word0 in ring.words[at..at + n * M::WORDS].iter().step_by(M::WORDS) {
-                // ORDERING: Release orders this line's reads and clears before the store;
-                // the producer's Acquire load in `enter_line` of the first slot of a line
-                // pairs with it (invariant 2). Within a line the order does not matter:
-                // the producer looks only at first slots, a line ahead.
-                word0.store(0, Ordering::Release);
-            }
-        }
-        self.cleared = self.cleared.wrapping_add(slots);
+    fn publish(&mut self) {
+        let le = self.ring.line_entries;
+        let lines = self.released.wrapping_sub(self.published) / le;
+        self.published = self.published.wrapping_add(lines * le);
+        // ORDERING: Release orders this thread's reads and emptying of every slot below
+        // `published` before the store; the producer's Acquire load in `Ring::limit` pairs
+        // with it (invariant 1).
+        self.ring
+            .released
+            .0
+            .store(self.published, Ordering::Release);
     }
 }
 
@@ -442,6 +471,35 @@ mod tests {
             p.push(nz(i)).unwrap();
         }
         assert_eq!(c.extract(), Some(nz(9)));
+    }
+
+    #[test]
+    fn pop_gives_slots_back_a_quarter_at_a_time() {
+        // 512 one-word slots on 64-byte lines: capacity 504, given back 120 at a time by
+        // `pop` (a quarter, in whole lines of 8).
+        let (mut p, mut c) = mailbox::<NonZeroU64>(Config::with_entries(512)).unwrap();
+        for i in 1..=504 {
+            p.push(nz(i)).unwrap();
+        }
+        assert!(p.is_full());
+        for i in 1..=119 {
+            assert_eq!(c.pop(), Some(nz(i)));
+        }
+        assert!(p.is_full(), "119 popped slots are not given back yet");
+        assert_eq!(c.pop(), Some(nz(120)));
+        for i in 505..=624 {
+            p.push(nz(i)).unwrap();
+        }
+        assert!(p.push(nz(625)).is_err());
+        // `release` gives back every whole line at once.
+        for i in 121..=136 {
+            assert_eq!(c.extract(), Some(nz(i)));
+        }
+        c.release(16);
+        for i in 625..=640 {
+            p.push(nz(i)).unwrap();
+        }
+        assert!(p.is_full());
     }
 
     #[test]

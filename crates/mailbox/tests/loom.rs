@@ -25,24 +25,23 @@
 //!
 //! # These models do catch broken protocols (checked by hand, 2026-11-22)
 //!
-//! Each of these edits of `src/mailbox.rs`, made one at a time and then undone, made
-//! every model fail or, where said, some of them:
+//! Each of these edits of `src/mailbox.rs` (the credit protocol of that date), made one at
+//! a time and then undone, made every mailbox model fail or, where said, some of them:
 //!
+//! - publishing `released` with `Relaxed` instead of `Release` (`Consumer::publish`), or
+//!   loading it with `Relaxed` instead of `Acquire` (`Ring::limit`): all fail (the push is
+//!   not ordered after the release that made room, so the consumer's reads and emptying
+//!   of the slot are not ordered before the overwrite);
+//! - not emptying word 0 in `Consumer::extract`: all fail (the consumer reads the previous
+//!   lap's message again);
+//! - letting the producer write one slot past its credit (`tail == limit + 1` as the full
+//!   test): all fail on the capacity assertion;
 //! - publishing word 0 with `Relaxed` instead of `Release` in `Producer::push`: the 2- and
 //!   4-word models fail on the order/torn assertion (word 1 read stale); the 1-word
-//!   models pass, as they should (a lone word needs no publication order);
-//! - loading the line-ahead slot (`Producer::enter_line`) with `Relaxed` instead of
-//!   `Acquire`: all fail on the capacity assertion, the happens-before witness (the push
-//!   is not ordered after the release that made room, so the consumer's reads of that
-//!   line are not ordered before the overwrite; loom does not model load buffering, so it
-//!   cannot show the torn read itself). With that assertion disabled they still fail (loom's branch limit: a spin
-//!   that never ends);
-//! - skipping the line-ahead check: all fail on the capacity assertion, and without it on
-//!   the branch limit (the consumer waits forever for a message that was overwritten);
-//! - checking the first slot of the line being entered instead of the one a line ahead
-//!   (the consumer clears slot 0 of a line before the rest, so the producer refills it
-//!   while the consumer's late clears wipe new messages): all fail on the capacity
-//!   assertion, and without it on the branch limit (lost messages never arrive).
+//!   models pass, as they should (a lone word needs no publication order).
+//!
+//! The protocol before (the consumer emptied slots on release, the producer checked the
+//! slot a line ahead) was checked the same way; its list is in this file's history.
 #![cfg(loom)]
 
 mod common;

@@ -10,21 +10,21 @@
 //!
 //! # The exact capacity rule (derived from the invariants in `src/mailbox.rs`)
 //!
-//! Let `le` be the slots per line, `E` the entries, `pushed` the messages pushed so far,
-//! `released` the slots released so far, and `cleared = released - released % le` (the
-//! consumer zeroes a line only when all of it is released, invariant 1). The producer
-//! checks room only when it is about to enter a new line, `pushed % le == 0`; it then
-//! reads the first slot of the *next* line, ring position `pushed + le`. That slot last held
-//! position `pushed + le - E`, so it is empty iff that position is below `cleared` (or
-//! negative: first lap). All terms being multiples of `le`, that is
+//! Let `le` be the slots per line, `E` the entries, `C = E - le` the capacity, `pushed` the
+//! messages pushed so far, `released` the slots released so far, and `published` the
+//! count of released slots the consumer has told the producer about. The consumer
+//! publishes only whole lines: after `release(k)` when at least one line is unpublished,
+//! after a `pop` when at least `B = max(le, (C / 4) rounded down to lines)` slots are;
+//! it then publishes every whole line released (`published += le * floor((released -
+//! published) / le)`). The producer may write while
 //!
 //! ```text
-//! push succeeds  <=>  pushed % le != 0  ||  pushed + 2 le <= cleared + E
+//! push succeeds  <=>  pushed < published + C
 //! ```
 //!
-//! so at most `E - le` messages (queued plus extracted-unreleased) are ever held, and a
-//! partly released line gives nothing back. The model below uses this rule, not the
-//! mailbox's own state.
+//! so at most `C` messages (queued plus extracted-unreleased) are ever held, a partly
+//! released line gives nothing back, and `pop` gives slots back `B` at a time. The model
+//! below uses this rule, not the mailbox's own state.
 #![cfg(not(loom))]
 
 mod common;
@@ -69,12 +69,31 @@ struct Model<M> {
     extracted: VecDeque<M>,
     pushed: usize,
     released: usize,
+    published: usize,
 }
 
 impl<M: Seq> Model<M> {
+    fn capacity(&self) -> usize {
+        self.entries - self.le
+    }
+
     fn push_ok(&self) -> bool {
-        let cleared = self.released - self.released % self.le;
-        self.pushed % self.le != 0 || self.pushed + 2 * self.le <= cleared + self.entries
+        self.pushed < self.published + self.capacity()
+    }
+
+    /// Slots `pop` gives back at a time.
+    fn pop_batch(&self) -> usize {
+        (self.capacity() / 4 / self.le * self.le).max(self.le)
+    }
+
+    /// `released` grew by `k`; publishes whole lines once `threshold` slots are
+    /// unpublished.
+    fn release(&mut self, k: usize, threshold: usize) {
+        self.released += k;
+        let unpublished = self.released - self.published;
+        if unpublished >= threshold {
+            self.published += unpublished / self.le * self.le;
+        }
     }
 }
 
@@ -94,6 +113,7 @@ fn check<M: Seq>(le: usize, lines: usize, ops: &[Op]) -> Result<(), TestCaseErro
         extracted: VecDeque::new(),
         pushed: 0,
         released: 0,
+        published: 0,
     };
     let mut next = 1u64;
     for &op in ops {
@@ -132,7 +152,8 @@ fn check<M: Seq>(le: usize, lines: usize, ops: &[Op]) -> Result<(), TestCaseErro
                         // `pop` is `extract` then `release(1)`: the oldest extracted slot
                         // goes back (slots are released in ring order).
                         m.extracted.pop_front();
-                        m.released += 1;
+                        let batch = m.pop_batch();
+                        m.release(1, batch);
                     }
                 }
             }
@@ -140,13 +161,15 @@ fn check<M: Seq>(le: usize, lines: usize, ops: &[Op]) -> Result<(), TestCaseErro
                 let k = x % (m.extracted.len() + 1);
                 c.release(k);
                 m.extracted.drain(..k);
-                m.released += k;
+                let le = m.le;
+                m.release(k, le);
             }
             Op::ReleaseAll => {
                 let k = m.extracted.len();
                 c.release(k);
                 m.extracted.clear();
-                m.released += k;
+                let le = m.le;
+                m.release(k, le);
             }
         }
         prop_assert_eq!(c.unreleased(), m.extracted.len());
@@ -186,32 +209,42 @@ proptest! {
 }
 
 /// A sanity check of the rule itself against hand-derived numbers, so that the model is
-/// not just the implementation restated: 16 entries, 4 slots a line (capacity 12).
+/// not just the implementation restated: 64 entries, 4 slots a line (capacity 60, `pop`
+/// gives back 12 at a time).
 #[test]
 fn capacity_rule_by_hand() {
     let mut m = Model::<NonZeroU64> {
-        entries: 16,
+        entries: 64,
         le: 4,
         queued: VecDeque::new(),
         extracted: VecDeque::new(),
         pushed: 0,
         released: 0,
+        published: 0,
     };
-    // Lines 0, 1, 2 enter freely on the first lap; line 3 needs line 0 cleared.
-    for pushed in [0, 4, 8] {
-        m.pushed = pushed;
-        assert!(m.push_ok());
-    }
-    m.pushed = 12;
-    assert!(!m.push_ok());
-    m.released = 3;
+    assert_eq!(m.pop_batch(), 12);
+    m.pushed = 59;
+    assert!(m.push_ok());
+    m.pushed = 60;
+    assert!(!m.push_ok(), "full at the capacity");
+    m.release(3, 4);
     assert!(!m.push_ok(), "a partial line gives nothing back");
-    m.released = 4;
+    m.release(1, 4);
+    assert_eq!(m.published, 4);
     assert!(m.push_ok());
-    // Mid-line pushes never check.
-    m.pushed = 13;
-    m.released = 0;
-    assert!(m.push_ok());
+    m.pushed = 64;
+    assert!(!m.push_ok());
+    // Pops: eleven slots unpublished are not enough, the twelfth publishes all of them.
+    for _ in 0..11 {
+        m.release(1, 12);
+    }
+    assert_eq!(m.published, 4);
+    m.release(1, 12);
+    assert_eq!(m.published, 16);
+    // Seven released past a publication: one whole line goes out, three wait.
+    m.release(7, 4);
+    assert_eq!(m.published, 20);
+    assert_eq!(m.released, 23);
 }
 
 /// Two threads, random bursts: the producer pushes bursts of random sizes, the consumer
