@@ -5,8 +5,8 @@
 //! from section 4.1 of the PSPAT paper (after FastForward, Giacomoni et al. 2008):
 //!
 //! - an empty slot holds a special value (word 0 = 0), so the consumer finds messages
-//!   without reading any index the producer writes; it empties a slot as it reads it,
-//!   while the line is in its cache;
+//!   without reading any index the producer writes; it empties the slots of a cache line
+//!   when it has read them all, while the line is in its cache;
 //! - the consumer gives slots back by publishing how many it has released, a whole cache
 //!   line at a time, and the producer reads that count only when the credit it cached runs
 //!   out (as `rtrb` caches the other side's index).

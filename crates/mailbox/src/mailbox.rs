@@ -9,8 +9,9 @@
 //! # Protocol (who writes what)
 //!
 //! - Slot word 0: written by the producer (a non-zero value, `Release`) to publish a
-//!   message, and by the consumer (0, `Relaxed`) as it extracts the message, while the line
-//!   is in its cache. Read by the consumer with `Acquire`. The producer never reads it.
+//!   message, and by the consumer (0, `Relaxed`) to empty the slots of a line once it has
+//!   extracted every message of the line, while the line is in its cache. Read by the
+//!   consumer with `Acquire`. The producer never reads it.
 //! - Other slot words: written by the producer (`Relaxed`) before it publishes word 0, read
 //!   by the consumer (`Relaxed`) after it saw word 0 published, so the `Release`/`Acquire`
 //!   pair on word 0 orders them.
@@ -22,8 +23,10 @@
 //! A slot is free for the producer once the consumer has *released* it, not when it has
 //! extracted it: a consumer that keeps extracted messages (the arbiter keeps a packet's
 //! slot until the packet leaves the scheduler) holds the producer back, which is the
-//! backpressure the engine needs. Emptying the slot (word 0 = 0) is separate from that
-//! credit and happens at extraction, when the line was just read.
+//! backpressure the engine needs. Emptying the slots (word 0 = 0) is separate from that
+//! credit and happens when the consumer leaves a line, which it has just read: not per
+//! message, so that while the producer fills a line the consumer is reading (the
+//! nearly-empty case) the consumer does not take the line back from it at every message.
 //!
 //! The PSPAT paper's mailbox (after FastForward) has no counter: the consumer empties a
 //! slot when it releases it, and the producer looks at the slot a line ahead before it
@@ -43,9 +46,11 @@
 //!    `Release` after it read and emptied every slot it counts. So everything the consumer
 //!    did to a slot happens before the producer writes it again. One line of slack stays
 //!    (the capacity is `entries - line_entries`, as the engine's key rings expect).
-//! 2. The consumer sees each message once: it empties the slot it extracts, so a non-zero
-//!    word 0 at `head` is a message published after that (the producer's write of the
-//!    slot is ordered after it by invariant 1), never the previous lap's.
+//! 2. The consumer sees each message once: it empties every slot of a line when `head`
+//!    leaves the line, before it can count any of them released (`released <= head`, and
+//!    `published` counts whole lines), so a non-zero word 0 at `head` is a message
+//!    published after that (the producer's write of the slot is ordered after it by
+//!    invariant 1), never the previous lap's.
 //! 3. The two threads share a line only while the consumer reads the line the producer is
 //!    filling (the nearly-empty case, which no scheme avoids; the arbiter rate-limits its
 //!    reads for that) and when the producer reloads `released`, once per credit.
@@ -334,7 +339,7 @@ impl<M: Message> Consumer<M> {
             return None;
         }
         // A non-zero slot at `head` is a new message: this consumer emptied the slot when it
-        // extracted the previous lap's message, and the producer rewrote it only after that
+        // left the slot's line on the previous lap, and the producer rewrote it only after that
         // (invariant 2).
         debug_assert!(self.head.wrapping_sub(self.released) < self.ring.capacity);
         let mut words = [w0, 0, 0, 0];
@@ -342,12 +347,27 @@ impl<M: Message> Consumer<M> {
             // ORDERING: Relaxed; ordered by the Acquire load of word 0 above.
             words[k] = slot[k].load(Ordering::Relaxed);
         }
-        // ORDERING: Relaxed; the producer never reads word 0, and it writes this slot again
-        // only after the Release store of a `released` that counts it (`publish`), which
-        // orders this store (and the loads above) before that write.
-        slot[0].store(0, Ordering::Relaxed);
         self.head = self.head.wrapping_add(1);
+        if self.head & (self.ring.line_entries - 1) == 0 {
+            self.empty_line();
+        }
         Some(M::decode(words))
+    }
+
+    /// Empties the line `head` just left, every slot of which has been read.
+    #[inline]
+    fn empty_line(&self) {
+        let ring = &*self.ring;
+        let le = ring.line_entries;
+        // A line never wraps: the ring's size is a multiple of the line's.
+        let at = ring.base + (self.head.wrapping_sub(le) & ring.mask) * M::WORDS;
+        for word0 in ring.words[at..at + le * M::WORDS].iter().step_by(M::WORDS) {
+            // ORDERING: Relaxed; the producer never reads word 0, and it writes this slot
+            // again only after the Release store of a `released` that counts it
+            // (`publish`), which orders this store (and the reads of the slot) before
+            // that write. `published` counts whole lines, all of them emptied here first.
+            word0.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Whether a message is waiting. It stays true until this consumer takes it; `false`

@@ -32,8 +32,11 @@
 //!   loading it with `Relaxed` instead of `Acquire` (`Ring::limit`): all fail (the push is
 //!   not ordered after the release that made room, so the consumer's reads and emptying
 //!   of the slot are not ordered before the overwrite);
-//! - not emptying word 0 in `Consumer::extract`: all fail (the consumer reads the previous
-//!   lap's message again);
+//! - not emptying a line's slots when `Consumer::extract` leaves it, or emptying all but
+//!   its first slot: all fail (the consumer reads the previous lap's message again);
+//! - emptying the line `head` enters instead of the one it leaves: these models pass (with
+//!   one line of capacity the producer cannot have written that line yet), the property
+//!   tests (`tests/proptest.rs`, up to 16 lines) fail on lost messages;
 //! - letting the producer write one slot past its credit (`tail == limit + 1` as the full
 //!   test): all fail on the capacity assertion;
 //! - publishing word 0 with `Relaxed` instead of `Release` in `Producer::push`: the 2- and
