@@ -429,6 +429,20 @@ mod tests {
         NonZeroU64::new(v).unwrap()
     }
 
+    /// Pushes `first..=last`, each of which must fit.
+    fn push_all(p: &mut Producer<NonZeroU64>, first: u64, last: u64) {
+        for i in first..=last {
+            p.push(nz(i)).unwrap();
+        }
+    }
+
+    /// Pops `first..=last`, which must come out in order.
+    fn pop_all(c: &mut Consumer<NonZeroU64>, first: u64, last: u64) {
+        for i in first..=last {
+            assert_eq!(c.pop(), Some(nz(i)));
+        }
+    }
+
     #[test]
     fn rejects_bad_geometry() {
         assert_eq!(
@@ -452,33 +466,23 @@ mod tests {
     fn fills_to_capacity_then_refuses() {
         let (mut p, mut c) = mailbox::<NonZeroU64>(Config::with_entries(32)).unwrap();
         assert_eq!(p.capacity(), 24);
-        for i in 1..=24 {
-            p.push(nz(i)).unwrap();
-        }
+        push_all(&mut p, 1, 24);
         assert!(p.is_full());
         assert_eq!(p.push(nz(99)), Err(nz(99)));
         // Taking fewer than a line frees nothing; a whole line frees a line.
-        for i in 1..=7 {
-            assert_eq!(c.pop(), Some(nz(i)));
-        }
+        pop_all(&mut c, 1, 7);
         assert!(p.push(nz(99)).is_err());
         assert_eq!(c.pop(), Some(nz(8)));
-        for i in 25..=32 {
-            p.push(nz(i)).unwrap();
-        }
+        push_all(&mut p, 25, 32);
         assert!(p.push(nz(33)).is_err());
-        for i in 9..=32 {
-            assert_eq!(c.pop(), Some(nz(i)));
-        }
+        pop_all(&mut c, 9, 32);
         assert_eq!(c.pop(), None);
     }
 
     #[test]
     fn extracted_slots_stay_taken_until_released() {
         let (mut p, mut c) = mailbox::<NonZeroU64>(Config::with_entries(16)).unwrap();
-        for i in 1..=8 {
-            p.push(nz(i)).unwrap();
-        }
+        push_all(&mut p, 1, 8);
         for i in 1..=8 {
             assert_eq!(c.extract(), Some(nz(i)));
         }
@@ -487,9 +491,7 @@ mod tests {
         c.release(3);
         assert!(p.push(nz(9)).is_err(), "a partial line is not given back");
         c.release(5);
-        for i in 9..=16 {
-            p.push(nz(i)).unwrap();
-        }
+        push_all(&mut p, 9, 16);
         assert_eq!(c.extract(), Some(nz(9)));
     }
 
@@ -498,27 +500,19 @@ mod tests {
         // 512 one-word slots on 64-byte lines: capacity 504, given back 120 at a time by
         // `pop` (a quarter, in whole lines of 8).
         let (mut p, mut c) = mailbox::<NonZeroU64>(Config::with_entries(512)).unwrap();
-        for i in 1..=504 {
-            p.push(nz(i)).unwrap();
-        }
+        push_all(&mut p, 1, 504);
         assert!(p.is_full());
-        for i in 1..=119 {
-            assert_eq!(c.pop(), Some(nz(i)));
-        }
+        pop_all(&mut c, 1, 119);
         assert!(p.is_full(), "119 popped slots are not given back yet");
         assert_eq!(c.pop(), Some(nz(120)));
-        for i in 505..=624 {
-            p.push(nz(i)).unwrap();
-        }
+        push_all(&mut p, 505, 624);
         assert!(p.push(nz(625)).is_err());
         // `release` gives back every whole line at once.
         for i in 121..=136 {
             assert_eq!(c.extract(), Some(nz(i)));
         }
         c.release(16);
-        for i in 625..=640 {
-            p.push(nz(i)).unwrap();
-        }
+        push_all(&mut p, 625, 640);
         assert!(p.is_full());
     }
 
