@@ -339,8 +339,8 @@ impl<M: Message> Consumer<M> {
             return None;
         }
         // A non-zero slot at `head` is a new message: this consumer emptied the slot when it
-        // left the slot's line on the previous lap, and the producer rewrote it only after that
-        // (invariant 2).
+        // left the slot's line on the previous lap, and the producer rewrote it only after
+        // that (invariant 2).
         debug_assert!(self.head.wrapping_sub(self.released) < self.ring.capacity);
         let mut words = [w0, 0, 0, 0];
         for k in 1..M::WORDS {
