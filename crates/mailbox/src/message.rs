@@ -2,13 +2,13 @@
 
 use std::num::NonZeroU64;
 
-/// A value that travels through a [`crate::Mailbox`]: one to four 64-bit words, the first of
-/// which is never zero.
+/// A value that travels through a mailbox ([`crate::mailbox()`]): one to four 64-bit words,
+/// the first of which is never zero.
 ///
 /// PSPAT's mailboxes (section 4.1 of the paper, after FastForward) mark an empty slot with a
-/// special value, so that producer and consumer share nothing but the slots themselves: here
-/// word 0 is that marker, 0 meaning "empty". The other words travel alongside it, published
-/// by the store of word 0.
+/// special value, so that the consumer finds messages without reading an index the producer
+/// writes: here word 0 is that marker, 0 meaning "empty". The other words travel alongside
+/// it, published by the store of word 0.
 pub trait Message: Copy {
     /// Number of 64-bit words: 1, 2 or 4 (so that slots tile a cache line).
     const WORDS: usize;
