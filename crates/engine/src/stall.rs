@@ -200,6 +200,13 @@ mod tests {
         assert_eq!(d.stalled_ns(), 1_010_000);
     }
 
+    /// Records `n` gaps of `ns` each.
+    fn record(c: &StallCounters, n: usize, ns: u64) {
+        for _ in 0..n {
+            c.gap(ns);
+        }
+    }
+
     #[test]
     fn the_wait_quantile_matches_a_hand_computed_case() {
         // One second with 100 gaps of exactly 20 us (2 ms in all): a random arrival
@@ -207,17 +214,13 @@ mod tests {
         // that is 10 ms: more than the 2 ms covered, so p99 is 0; for the 0.1% tail,
         // 1 ms = 100 * (20 us - x) gives x = 10 us.
         let c = StallCounters::default();
-        for _ in 0..100 {
-            c.gap(20_000);
-        }
+        record(&c, 100, 20_000);
         let s = c.snapshot();
         assert_eq!(s.wait_quantile_ns(0.99, 1_000_000_000), 0.0);
         let p999 = s.wait_quantile_ns(0.999, 1_000_000_000);
         assert!((p999 - 10_000.0).abs() < 1.0, "{p999}");
         // Longer gaps in the same span move the tail out.
-        for _ in 0..10 {
-            c.gap(2_000_000);
-        }
+        record(&c, 10, 2_000_000);
         let s = c.snapshot();
         // 10 * (2 ms - x) + (at x >= 20 us, nothing from the short ones) = 10 ms
         // gives x = 1 ms.
@@ -228,9 +231,7 @@ mod tests {
     #[test]
     fn the_summary_matches_its_parts() {
         let c = StallCounters::default();
-        for _ in 0..10 {
-            c.gap(2_000_000);
-        }
+        record(&c, 10, 2_000_000);
         let s = c.snapshot();
         let sum = s.summary(1_000_000_000);
         assert_eq!(sum.gaps, 10);
