@@ -156,7 +156,13 @@ pub(crate) struct Arbiter<V: Service> {
     /// `sched_backlog` counter moves once per scan by the difference.
     scan_in: u64,
     scan_out: u64,
+    /// Packets a drain has taken from one mailbox and not yet entered ([`DRAIN_BATCH`]
+    /// of them; lent to the drain, which puts it back).
+    drain_buf: Vec<Pkt>,
 }
+
+/// Packets a drain takes from a mailbox at a time (`Consumer::extract_batch`).
+const DRAIN_BATCH: usize = 32;
 
 impl<V: Service> Arbiter<V> {
     pub(crate) fn new(
@@ -209,6 +215,7 @@ impl<V: Service> Arbiter<V> {
             next_deactivate_ns: 0,
             scan_in: 0,
             scan_out: 0,
+            drain_buf: vec![Pkt::default(); DRAIN_BATCH],
         }
     }
 
@@ -284,6 +291,7 @@ impl<V: Service> Arbiter<V> {
     fn drain_clients(&mut self, now: u64, idle: Deactivate) -> u32 {
         let shared = Arc::clone(&self.shared);
         let mut drained = 0u32;
+        let mut buf = std::mem::take(&mut self.drain_buf);
         shared.activity.for_each_active(|c| {
             let mut got = 0u32;
             if self.client_mode {
@@ -293,9 +301,16 @@ impl<V: Service> Arbiter<V> {
                 got = self.drain_aggregating(c, now);
             } else {
                 let mut accepted = 0;
-                while let Some(p) = self.ports[c].mailbox.extract() {
-                    accepted += u64::from(self.enqueue_one(p, now));
-                    got += 1;
+                loop {
+                    // A batch at a time: see `Consumer::extract_batch`.
+                    let n = self.ports[c].mailbox.extract_batch(&mut buf);
+                    for &p in &buf[..n] {
+                        accepted += u64::from(self.enqueue_one(p, now));
+                    }
+                    got += n as u32;
+                    if n < buf.len() {
+                        break;
+                    }
                 }
                 if accepted > 0 {
                     self.shared.counters[c].arbiter.0.enqueued.add(accepted);
@@ -311,6 +326,7 @@ impl<V: Service> Arbiter<V> {
                 self.idle.push(c as u32);
             }
         });
+        self.drain_buf = buf;
         if !self.idle.is_empty() {
             self.settle_idle(now, idle);
         }
@@ -452,6 +468,24 @@ impl<V: Service> Arbiter<V> {
         if !self.release_members(&mut sent) {
             return sent;
         }
+        if self.aggregate_bytes == 0 {
+            if let Output::Arbiter(tx) = &mut self.out {
+                // The common case, one packet per decision and this thread sends: the
+                // loop below without its per-packet tests of the mode.
+                let first = sent;
+                while sent < self.scan_batch {
+                    let Some(mut p) = self.svc.dequeue(now) else {
+                        break;
+                    };
+                    sent += 1;
+                    self.svc.charge(&mut p);
+                    count_departure(&mut self.ports, &mut self.departing, &p);
+                    tx.push(p);
+                }
+                self.scan_out += u64::from(sent - first);
+                return sent;
+            }
+        }
         while sent < self.scan_batch {
             let Some(p) = self.svc.dequeue(now) else {
                 break;
@@ -505,13 +539,7 @@ impl<V: Service> Arbiter<V> {
     #[inline(always)]
     fn depart(&mut self, mut p: Pkt) -> bool {
         self.svc.charge(&mut p);
-        let port = &mut self.ports[p.client as usize];
-        if port.departed == 0 {
-            // At most once per client per scan: within the capacity reserved.
-            self.departing.push(p.client);
-        }
-        port.departed += 1;
-        port.departed_bytes += u64::from(p.len);
+        count_departure(&mut self.ports, &mut self.departing, &p);
         self.output(p)
     }
 
@@ -669,6 +697,19 @@ impl<V: Service> Arbiter<V> {
     fn mailboxes_empty(&self) -> bool {
         self.ports.iter().all(|p| !p.mailbox.has_message())
     }
+}
+
+/// Counts a packet that left the scheduler against its client; the client's slots and
+/// counters settle at the scan's end ([`Arbiter::release_slots`]).
+#[inline(always)]
+fn count_departure(ports: &mut [ClientPort], departing: &mut Vec<u32>, p: &Pkt) {
+    let port = &mut ports[p.client as usize];
+    if port.departed == 0 {
+        // At most once per client per scan: within the capacity reserved.
+        departing.push(p.client);
+    }
+    port.departed += 1;
+    port.departed_bytes += u64::from(p.len);
 }
 
 /// What the arbiter thread returns.

@@ -79,6 +79,12 @@ impl LatencyRecorder {
         }
     }
 
+    /// Whether any client's latency is tracked (else [`Self::record`] does nothing).
+    #[inline]
+    pub fn tracks_any(&self) -> bool {
+        self.any
+    }
+
     /// Records `ns` for client `c` if it is tracked.
     #[inline]
     pub fn record(&mut self, c: u32, ns: u64) {

@@ -22,6 +22,9 @@ pub struct Link {
     byte_cost: u64,
     /// When the link is idle again, in 2^-31 ns.
     idle_at: u128,
+    /// `idle_at` rounded up to whole ns (the link is idle at `now` iff this is at most
+    /// `now`): the per-packet tests compare one word instead of two.
+    idle_ceil_ns: u64,
     rate_bps: u64,
 }
 
@@ -41,6 +44,7 @@ impl Link {
         Self {
             byte_cost,
             idle_at: 0,
+            idle_ceil_ns: 0,
             rate_bps,
         }
     }
@@ -53,7 +57,7 @@ impl Link {
     /// Whether a packet may be released at `now_ns`.
     #[inline]
     pub fn is_idle(&self, now_ns: u64) -> bool {
-        self.idle_at <= u128::from(now_ns) << FRAC
+        self.idle_ceil_ns <= now_ns
     }
 
     /// Charges a packet of `len` bytes released at or after the link went idle; returns the
@@ -61,6 +65,7 @@ impl Link {
     #[inline]
     pub fn transmit(&mut self, len: u32) -> u64 {
         self.idle_at += u128::from(self.byte_cost) * u128::from(len);
+        self.idle_ceil_ns = ceil_ns(self.idle_at);
         (self.idle_at >> FRAC) as u64
     }
 
@@ -70,9 +75,15 @@ impl Link {
     /// it existed; returns the time its last bit leaves, in ns.
     #[inline]
     pub fn transmit_arrived(&mut self, len: u32, arrival_ns: u64) -> u64 {
-        let arrival = u128::from(arrival_ns) << FRAC;
-        if self.idle_at < arrival {
-            self.idle_at = arrival;
+        // `idle_at < arrival_ns << FRAC` unless the rounded-up value is larger; when it is
+        // equal, `idle_at` is at most `arrival_ns << FRAC`, so the max is that either way.
+        if self.idle_ceil_ns <= arrival_ns {
+            self.idle_at = u128::from(arrival_ns) << FRAC;
+            self.idle_ceil_ns = arrival_ns;
+        }
+        if self.byte_cost == 0 {
+            // An unlimited link: nothing to add, and `idle_at` stays a whole number of ns.
+            return self.idle_ceil_ns;
         }
         self.transmit(len)
     }
@@ -80,9 +91,10 @@ impl Link {
     /// The scheduler ran dry at `now_ns`: restart from now, with no credit saved.
     #[inline]
     pub fn reset(&mut self, now_ns: u64) {
-        let now = u128::from(now_ns) << FRAC;
-        if self.idle_at < now {
-            self.idle_at = now;
+        // As in `transmit_arrived`.
+        if self.idle_ceil_ns <= now_ns {
+            self.idle_at = u128::from(now_ns) << FRAC;
+            self.idle_ceil_ns = now_ns;
         }
     }
 
@@ -95,6 +107,12 @@ impl Link {
     pub fn tx_time_ns(&self, len: u32) -> u64 {
         ((u128::from(self.byte_cost) * u128::from(len)) >> FRAC) as u64
     }
+}
+
+/// `t` (in 2^-31 ns) rounded up to whole ns.
+#[inline(always)]
+fn ceil_ns(t: u128) -> u64 {
+    ((t + ((1u128 << FRAC) - 1)) >> FRAC) as u64
 }
 
 #[cfg(test)]
@@ -157,6 +175,82 @@ mod tests {
         assert_eq!(l.transmit_arrived(100, 500), 600);
         // One that arrived earlier queues behind.
         assert_eq!(l.transmit_arrived(100, 550), 700);
+    }
+
+    /// The link against the definition, in exact 2^-31 ns arithmetic with no cached
+    /// rounding: `idle_at = max(idle_at, t)` on arrivals and resets.
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// An operation at a time given relative to the link's idle time rounded up to
+        /// whole ns (the boundary the cached rounding must get right), or absolute.
+        #[derive(Clone, Debug)]
+        enum Op {
+            Reset(When),
+            Send { len: u32, arrival: When },
+            Probe(When),
+        }
+
+        #[derive(Clone, Copy, Debug)]
+        enum When {
+            Near(i64),
+            At(u64),
+        }
+
+        fn when() -> impl Strategy<Value = When> {
+            prop_oneof![
+                (-2i64..=2).prop_map(When::Near),
+                (0u64..20_000).prop_map(When::At)
+            ]
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                when().prop_map(Op::Reset),
+                (1u32..200, when()).prop_map(|(len, arrival)| Op::Send { len, arrival }),
+                when().prop_map(Op::Probe),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn matches_the_exact_leaky_bucket(
+                rate in prop_oneof![Just(0u64), 1_000_000_000u64..100_000_000_000],
+                ops in proptest::collection::vec(op(), 1..200),
+            ) {
+                let mut l = Link::new(rate);
+                let mut idle: u128 = 0;
+                let cost = u128::from(l.byte_cost);
+                let at = |w: When, idle: u128| match w {
+                    When::At(t) => t,
+                    When::Near(d) => {
+                        let ceil = (idle + (1u128 << FRAC) - 1) >> FRAC;
+                        (ceil as i64 + d).max(0) as u64
+                    }
+                };
+                for op in ops {
+                    match op {
+                        Op::Reset(w) => {
+                            let now = at(w, idle);
+                            l.reset(now);
+                            idle = idle.max(u128::from(now) << FRAC);
+                        }
+                        Op::Send { len, arrival } => {
+                            let arrival = at(arrival, idle);
+                            let got = l.transmit_arrived(len, arrival);
+                            idle = idle.max(u128::from(arrival) << FRAC) + cost * u128::from(len);
+                            prop_assert_eq!(got, (idle >> FRAC) as u64);
+                        }
+                        Op::Probe(w) => {
+                            let now = at(w, idle);
+                            prop_assert_eq!(l.is_idle(now), idle <= u128::from(now) << FRAC, "at {}", now);
+                        }
+                    }
+                    prop_assert_eq!(l.idle_at_ns(), (idle >> FRAC) as u64);
+                }
+            }
+        }
     }
 
     #[test]

@@ -64,18 +64,23 @@ impl Transmitter {
             self.sender.discard(&self.batch[sent..]);
         }
         let now = clock::now_ns();
-        for (i, p) in self.batch.iter().enumerate() {
-            let Some(c) = self.counters.get(p.client as usize) else {
-                continue;
-            };
-            let tx = &c.tx.0;
-            if i < sent {
+        let (ok, failed) = self.batch.split_at(sent);
+        for p in ok {
+            if let Some(c) = self.counters.get(p.client as usize) {
+                let tx = &c.tx.0;
                 tx.sent.add(1);
                 tx.sent_bytes.add(u64::from(p.len));
+            }
+        }
+        if self.latency.tracks_any() {
+            for p in ok {
                 self.latency
                     .record(p.client, now.saturating_sub(p.submit_ns));
-            } else {
-                tx.send_failed.add(1);
+            }
+        }
+        for p in failed {
+            if let Some(c) = self.counters.get(p.client as usize) {
+                c.tx.0.send_failed.add(1);
             }
         }
         self.batch.clear();

@@ -8,7 +8,10 @@ use pspat_sched::Packet;
 ///
 /// The engine never touches payload bytes: a backend builds the frame from the descriptor
 /// (synthetic traffic) or finds it through `cookie` (real I/O keeps buffer indices there).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// `Default` is all zeros, which is not a packet (`len` 0): a filler for buffers that
+/// receive descriptors, such as the arbiter's drain batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Pkt {
     /// Length on the wire in bytes, `1..=u32::MAX` (0 is not a packet).
     pub len: u32,

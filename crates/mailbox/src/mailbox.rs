@@ -234,6 +234,23 @@ impl Ring {
         &self.words[at..at + M::WORDS]
     }
 
+    /// Consumer side: empties the line that position `head` (a line boundary) just left,
+    /// every slot of which has been read.
+    #[inline]
+    fn empty_line<M: Message>(&self, head: usize) {
+        let le = self.line_entries;
+        // A line never wraps: the ring's size is a multiple of the line's.
+        let at = self.base + (head.wrapping_sub(le) & self.mask) * M::WORDS;
+        for slot in self.words[at..at + le * M::WORDS].chunks_exact(M::WORDS) {
+            // ORDERING: Relaxed; the producer never reads word 0, and it writes this slot
+            // again only after the Release store of a `released` that counts it
+            // (`Consumer::publish`), which orders this store (and the reads of the slot)
+            // before that write. `published` counts whole lines, all of them emptied here
+            // first.
+            slot[0].store(0, Ordering::Relaxed);
+        }
+    }
+
     /// The consumer's published `released`, plus the capacity: the position the producer
     /// may write up to (excluded).
     #[inline]
@@ -349,25 +366,48 @@ impl<M: Message> Consumer<M> {
         }
         self.head = self.head.wrapping_add(1);
         if self.head & (self.ring.line_entries - 1) == 0 {
-            self.empty_line();
+            self.ring.empty_line::<M>(self.head);
         }
         Some(M::decode(words))
     }
 
-    /// Empties the line `head` just left, every slot of which has been read.
+    /// Takes up to `buf.len()` messages at once, as that many [`Consumer::extract`] calls
+    /// would (their slots stay occupied until [`Consumer::release`]); returns how many,
+    /// in `buf[..n]`. One tight loop over the slots, with the ring's geometry in registers:
+    /// the reads of consecutive slots do not wait for the caller's work on each message,
+    /// so the processor can have several of the producer's lines in flight at once.
     #[inline]
-    fn empty_line(&self) {
+    pub fn extract_batch(&mut self, buf: &mut [M]) -> usize {
         let ring = &*self.ring;
-        let le = ring.line_entries;
-        // A line never wraps: the ring's size is a multiple of the line's.
-        let at = ring.base + (self.head.wrapping_sub(le) & ring.mask) * M::WORDS;
-        for word0 in ring.words[at..at + le * M::WORDS].iter().step_by(M::WORDS) {
-            // ORDERING: Relaxed; the producer never reads word 0, and it writes this slot
-            // again only after the Release store of a `released` that counts it
-            // (`publish`), which orders this store (and the reads of the slot) before
-            // that write. `published` counts whole lines, all of them emptied here first.
-            word0.store(0, Ordering::Relaxed);
+        // The geometry in locals: `Ring` holds atomics, so the compiler cannot assume the
+        // stores below leave its fields alone and would reload them per message.
+        let (words, base, mask, le) = (&ring.words[..], ring.base, ring.mask, ring.line_entries);
+        let mut head = self.head;
+        let mut n = 0;
+        for out in buf.iter_mut() {
+            let at = base + (head & mask) * M::WORDS;
+            let slot = &words[at..at + M::WORDS];
+            // ORDERING: Acquire, as in `extract`.
+            let w0 = slot[0].load(Ordering::Acquire);
+            if w0 == 0 {
+                break;
+            }
+            // A new message, as in `extract` (invariant 2).
+            debug_assert!(head.wrapping_sub(self.released) < ring.capacity);
+            let mut words = [w0, 0, 0, 0];
+            for k in 1..M::WORDS {
+                // ORDERING: Relaxed; ordered by the Acquire load of word 0 above.
+                words[k] = slot[k].load(Ordering::Relaxed);
+            }
+            *out = M::decode(words);
+            head = head.wrapping_add(1);
+            n += 1;
+            if head & (le - 1) == 0 {
+                ring.empty_line::<M>(head);
+            }
         }
+        self.head = head;
+        n
     }
 
     /// Whether a message is waiting. It stays true until this consumer takes it; `false`

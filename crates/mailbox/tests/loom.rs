@@ -69,6 +69,8 @@ enum Consume {
     Pop,
     /// `extract`, then `release(unreleased)` once `batch` are held or nothing is waiting.
     Batch(usize),
+    /// `extract_batch` of up to this many, then `release` of everything held.
+    ExtractBatch(usize),
 }
 
 fn builder(preemptions: usize) -> loom::model::Builder {
@@ -131,6 +133,33 @@ fn run<M: Seq>(k: u64, how: Consume, preemptions: usize) {
                     } else {
                         None
                     }
+                }
+                Consume::ExtractBatch(n) => {
+                    let mut buf = vec![M::from_seq(k + 1); n];
+                    let got = c.extract_batch(&mut buf);
+                    if waiting {
+                        assert!(
+                            got > 0,
+                            "has_message() said true but extract_batch took nothing"
+                        );
+                    }
+                    for &m in &buf[..got] {
+                        assert_eq!(
+                            m,
+                            M::from_seq(next),
+                            "out of order, lost, duplicated or torn"
+                        );
+                        next += 1;
+                    }
+                    let held = c.unreleased();
+                    if held > 0 {
+                        released.fetch_add(held, Ordering::SeqCst);
+                        c.release(held);
+                    }
+                    if got == 0 {
+                        thread::yield_now();
+                    }
+                    continue;
                 }
                 Consume::Batch(batch) => {
                     let got = c.extract();
@@ -195,6 +224,16 @@ fn two_words_extract_release_by_line() {
 #[test]
 fn four_words_pop() {
     run::<Four>(7, Consume::Pop, 3);
+}
+
+#[test]
+fn one_word_extract_batch() {
+    run::<NonZeroU64>(7, Consume::ExtractBatch(2), 3);
+}
+
+#[test]
+fn four_words_extract_batch() {
+    run::<Four>(4, Consume::ExtractBatch(3), 3);
 }
 
 #[test]

@@ -45,6 +45,8 @@ enum Op {
     Pop(usize),
     /// Extract up to this many messages without releasing.
     Extract(usize),
+    /// `extract_batch` into a buffer of this many messages.
+    ExtractBatch(usize),
     /// Release `x % (unreleased + 1)` slots.
     Release(usize),
     /// Release every extracted slot.
@@ -56,6 +58,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (1usize..12).prop_map(Op::Push),
         1 => (1usize..12).prop_map(Op::Pop),
         2 => (1usize..12).prop_map(Op::Extract),
+        2 => (1usize..12).prop_map(Op::ExtractBatch),
         2 => any::<usize>().prop_map(Op::Release),
         1 => Just(Op::ReleaseAll),
     ]
@@ -156,6 +159,17 @@ fn check<M: Seq>(le: usize, lines: usize, ops: &[Op]) -> Result<(), TestCaseErro
                         m.release(1, batch);
                     }
                 }
+            }
+            Op::ExtractBatch(n) => {
+                // A filler the call must overwrite for every message it returns.
+                let mut buf = vec![M::from_seq(u64::MAX); n];
+                let got = c.extract_batch(&mut buf);
+                prop_assert_eq!(got, n.min(m.queued.len()), "batch of {} taken", got);
+                for &msg in &buf[..got] {
+                    prop_assert_eq!(Some(msg), m.queued.pop_front());
+                    m.extracted.push_back(msg);
+                }
+                prop_assert_eq!(c.has_message(), !m.queued.is_empty());
             }
             Op::Release(x) => {
                 let k = x % (m.extracted.len() + 1);
