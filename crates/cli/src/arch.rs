@@ -341,6 +341,12 @@ struct Point {
     limit_per_s: f64,
     /// decisions_per_s / limit_per_s.
     of_limit: f64,
+    /// The same with every flow holding a mailbox's capacity of packets, as a greedy
+    /// client's flow does in the engine (the scheduler's working set outgrows the caches
+    /// with many flows; the plain limit's 64 packets never leave L1).
+    limit_backlogged_per_s: f64,
+    /// decisions_per_s / limit_backlogged_per_s.
+    of_limit_backlogged: f64,
     /// Smallest over largest greedy share, each normalised by its weight.
     share_min_max: f64,
     shares: Vec<ClientShare>,
@@ -417,7 +423,23 @@ fn client_cpu(spec: &PointSpec, i: usize) -> Option<usize> {
     (!usable.is_empty()).then(|| usable[i % usable.len()])
 }
 
-fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
+/// `x / limit`, or 0 when the limit was not measured.
+fn ratio(x: f64, limit: f64) -> f64 {
+    if limit > 0.0 {
+        x / limit
+    } else {
+        0.0
+    }
+}
+
+/// The two limits a throughput point is compared with (zero: not measured).
+#[derive(Clone, Copy, Debug, Default)]
+struct Limits {
+    flat: f64,
+    backlogged: f64,
+}
+
+fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point> {
     let cfg = engine_config(spec);
     let (running, clients): (Running, Vec<AnyClient>) = match spec.arch {
         Arch::Pspat => {
@@ -546,12 +568,10 @@ fn run_point(spec: &PointSpec, limit_per_s: f64) -> Result<Point> {
         clients: n_greedy,
         decisions_per_s,
         released_bps: bytes as f64 * 8.0 / dt,
-        limit_per_s,
-        of_limit: if limit_per_s > 0.0 {
-            decisions_per_s / limit_per_s
-        } else {
-            0.0
-        },
+        limit_per_s: limits.flat,
+        of_limit: ratio(decisions_per_s, limits.flat),
+        limit_backlogged_per_s: limits.backlogged,
+        of_limit_backlogged: ratio(decisions_per_s, limits.backlogged),
         share_min_max: if hi > 0.0 { lo / hi } else { 0.0 },
         shares,
         victim,
@@ -620,6 +640,10 @@ struct Limit {
     flows: Vec<FlowParams>,
     len: u32,
     duration: Duration,
+    /// Packets queued in each of the first `backlogged` flows (the greedy clients', not
+    /// the victim's) before the timed loop, and kept there.
+    backlog: usize,
+    backlogged: usize,
 }
 
 /// Packets enqueued before they are dequeued, in the limit loop (round robin over flows).
@@ -638,19 +662,34 @@ impl SchedulerVisitor<Pkt> for Limit {
         let mut f = 0usize;
         let mut seq = 0u32;
         let mut sink = 0u64;
+        let packet = |f: usize, seq: u32| Pkt {
+            len: self.len,
+            client: f as u32,
+            flow: f as u32,
+            seq,
+            submit_ns: 0,
+            depart_ns: 0,
+        };
+        for _ in 0..self.backlog {
+            for (g, &id) in ids.iter().enumerate().take(self.backlogged) {
+                if sched.enqueue(id, packet(g, seq)).is_err() {
+                    bail!("the limit loop's scheduler refused its backlog");
+                }
+                seq = seq.wrapping_add(1);
+            }
+        }
+        // With a backlog, each dequeued packet's flow gets the next packet (a closed loop,
+        // as a greedy client refills its mailbox as its packets leave), so that every flow
+        // keeps its backlog whatever the weights; without one, round robin.
+        let mut next = [0u32; LIMIT_BATCH];
         let t0 = Instant::now();
         loop {
             for _ in 0..16 {
-                for _ in 0..LIMIT_BATCH {
-                    let p = Pkt {
-                        len: self.len,
-                        client: f as u32,
-                        flow: f as u32,
-                        seq,
-                        submit_ns: 0,
-                        depart_ns: 0,
-                    };
-                    if sched.enqueue(ids[f], p).is_err() {
+                for slot in next.iter_mut() {
+                    if self.backlog > 0 && pairs > 0 {
+                        f = *slot as usize;
+                    }
+                    if sched.enqueue(ids[f], packet(f, seq)).is_err() {
                         bail!("the limit loop's scheduler refused a packet");
                     }
                     seq = seq.wrapping_add(1);
@@ -660,11 +699,12 @@ impl SchedulerVisitor<Pkt> for Limit {
                 // the reads. (`black_box` of the whole `Option` made the compiler copy it
                 // through the stack in pieces, and the reloads of those copies stalled on
                 // store forwarding: a cost of this loop, not of the scheduler.)
-                for _ in 0..LIMIT_BATCH {
+                for slot in next.iter_mut() {
                     let Some((_, p)) = sched.dequeue() else {
                         bail!("the limit loop's scheduler gave back fewer packets than it took");
                     };
                     sink = sink.wrapping_add(u64::from(p.seq)) ^ u64::from(p.client);
+                    *slot = p.flow;
                 }
                 std::hint::black_box(sink);
                 pairs += LIMIT_BATCH as u64;
@@ -677,23 +717,32 @@ impl SchedulerVisitor<Pkt> for Limit {
     }
 }
 
+/// The limit with `backlog` packets kept queued in each of the first `backlogged` flows
+/// (0: the loop's 64 packets only).
 fn measure_limit(
     alg: &str,
     params: &Params,
     flows: Vec<FlowParams>,
     len: u32,
     d: Duration,
+    (backlog, backlogged): (usize, usize),
 ) -> Result<f64> {
-    let cap = (LIMIT_BATCH * 2) as u32;
-    let flows = flows.into_iter().map(|f| f.with_limit_pkts(cap)).collect();
+    let per_flow = (LIMIT_BATCH * 2 + backlog) as u32;
+    let total = LIMIT_BATCH * 2 + backlog * backlogged;
+    let flows = flows
+        .into_iter()
+        .map(|f| f.with_limit_pkts(per_flow))
+        .collect();
     registry::visit::<Pkt, _>(
         alg,
         params,
-        cap,
+        u32::try_from(total).context("the limit's backlog does not fit in a scheduler")?,
         Limit {
             flows,
             len,
             duration: d,
+            backlog,
+            backlogged,
         },
     )?
 }
@@ -787,13 +836,24 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
     let victim_gap_ns = a.victim.then_some(a.victim_gap_us * 1000);
     for &n in &a.clients.0 {
         let greedy = vec![GREEDY_WEIGHT; n];
-        let limit = measure_limit(
-            &a.alg,
-            &a.params,
-            flows_of(&greedy, a.victim, a.len),
-            a.len,
-            a.duration / 2,
-        )?;
+        let flows = flows_of(&greedy, a.victim, a.len);
+        let limit = |backlog| {
+            measure_limit(
+                &a.alg,
+                &a.params,
+                flows.clone(),
+                a.len,
+                a.duration / 2,
+                backlog,
+            )
+        };
+        // A greedy client keeps its mailbox's capacity in flight, nearly all of it in the
+        // scheduler; the victim's flow is nearly empty.
+        let in_flight = pspat_mailbox::Config::with_entries(a.mailbox).capacity::<Pkt>();
+        let limits = Limits {
+            flat: limit((0, 0))?,
+            backlogged: limit((in_flight, n))?,
+        };
         for &arch in &a.arch {
             progress(a.json, &format!("{} clients, {}...", n, arch.name()));
             let spec = PointSpec {
@@ -810,7 +870,7 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
                 pin: a.pin,
                 mailbox: a.mailbox,
             };
-            let p = run_point(&spec, limit)
+            let p = run_point(&spec, limits)
                 .with_context(|| format!("{} with {n} clients", arch.name()))?;
             points.push(p);
         }
@@ -883,6 +943,8 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
                 format!("{:.3}", p.decisions_per_s / 1e6),
                 format!("{:.3}", p.limit_per_s / 1e6),
                 format!("{:.2}", p.of_limit),
+                format!("{:.3}", p.limit_backlogged_per_s / 1e6),
+                format!("{:.2}", p.of_limit_backlogged),
                 format!("{:.3}", p.share_min_max),
                 v.map_or("-".into(), |v| us(v.p50_ns)),
                 v.map_or("-".into(), |v| us(v.p99_ns)),
@@ -905,6 +967,8 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
             "Mdec/s",
             "limit",
             "of-limit",
+            "limit-bl",
+            "of-bl",
             "share-min/max",
             "victim-p50us",
             "p99us",
@@ -948,7 +1012,7 @@ fn stability(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
             a.json,
             "measuring the sustained rate (pspat, unlimited link)...",
         );
-        let p = run_point(&spec(Arch::Pspat, 0), 0.0)?;
+        let p = run_point(&spec(Arch::Pspat, 0), Limits::default())?;
         let bps = p.decisions_per_s * f64::from(a.len) * 8.0;
         let rates = STABILITY_STEPS
             .iter()
@@ -968,7 +1032,7 @@ fn stability(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
         let mut results = Vec::new();
         for &arch in &a.arch {
             progress(a.json, &format!("{} bit/s, {}...", rate, arch.name()));
-            let p = run_point(&spec(arch, rate), 0.0)?;
+            let p = run_point(&spec(arch, rate), Limits::default())?;
             let share = p.shares[0].bytes as f64 / p.shares[1].bytes.max(1) as f64;
             results.push(StabilityResult {
                 arch,

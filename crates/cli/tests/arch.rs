@@ -81,6 +81,10 @@ fn throughput_json_has_every_point_and_the_plot_is_written() {
         assert!(f(p, "limit_per_s") > 0.0, "{p}");
         let ratio = f(p, "of_limit");
         assert!((ratio - f(p, "decisions_per_s") / f(p, "limit_per_s")).abs() < 1e-9);
+        assert!(f(p, "limit_backlogged_per_s") > 0.0, "{p}");
+        let ratio = f(p, "of_limit_backlogged");
+        let want = f(p, "decisions_per_s") / f(p, "limit_backlogged_per_s");
+        assert!((ratio - want).abs() < 1e-9, "{p}");
         let shares = p["shares"].as_array().unwrap();
         assert_eq!(shares.len(), n, "{p}");
         // 60-byte packets: the released bit rate is decisions x 480 bits, up to the

@@ -87,6 +87,12 @@ impl Config {
             line_bytes: 64,
         }
     }
+
+    /// The most messages of type `M` a valid mailbox of this geometry holds at once
+    /// ([`Producer::capacity`]): `entries` less one line of slack.
+    pub fn capacity<M: Message>(&self) -> usize {
+        self.entries - (self.line_bytes / (8 * M::WORDS)).max(1)
+    }
 }
 
 /// A mailbox geometry that cannot work.
@@ -480,6 +486,18 @@ mod tests {
     fn pop_all(c: &mut Consumer<NonZeroU64>, first: u64, last: u64) {
         for i in first..=last {
             assert_eq!(c.pop(), Some(nz(i)));
+        }
+    }
+
+    #[test]
+    fn config_capacity_is_the_producers() {
+        for (entries, line_bytes) in [(4, 16), (16, 64), (512, 64), (64, 128)] {
+            let config = Config {
+                entries,
+                line_bytes,
+            };
+            let (p, _c) = mailbox::<NonZeroU64>(config).unwrap();
+            assert_eq!(config.capacity::<NonZeroU64>(), p.capacity(), "{config:?}");
         }
     }
 
