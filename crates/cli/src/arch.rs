@@ -680,13 +680,20 @@ impl SchedulerVisitor<Pkt> for Limit {
         }
         // With a backlog, each dequeued packet's flow gets the next packet (a closed loop,
         // as a greedy client refills its mailbox as its packets leave), so that every flow
-        // keeps its backlog whatever the weights; without one, round robin.
+        // keeps its backlog whatever the weights, and the flows without one (the victim's)
+        // stay empty; the first batch goes round robin over the backlogged flows. Without
+        // a backlog, round robin over all flows.
         let mut next = [0u32; LIMIT_BATCH];
+        if self.backlog > 0 {
+            for (i, slot) in next.iter_mut().enumerate() {
+                *slot = (i % self.backlogged.max(1)) as u32;
+            }
+        }
         let t0 = Instant::now();
         loop {
             for _ in 0..16 {
                 for slot in next.iter_mut() {
-                    if self.backlog > 0 && pairs > 0 {
+                    if self.backlog > 0 {
                         f = *slot as usize;
                     }
                     if sched.enqueue(ids[f], packet(f, seq)).is_err() {
