@@ -79,6 +79,9 @@ pub(crate) struct ClientPort {
     /// ([`Arbiter::release_slots`]), once per client per scan, not per packet.
     departed: u32,
     departed_bytes: u64,
+    /// Arbiter hand-off: of those, the ones the backend refused (so not sent).
+    failed: u32,
+    failed_bytes: u64,
 }
 
 impl ClientPort {
@@ -90,6 +93,8 @@ impl ClientPort {
             last_busy_ns: 0,
             departed: 0,
             departed_bytes: 0,
+            failed: 0,
+            failed_bytes: 0,
         }
     }
 }
@@ -170,9 +175,13 @@ impl<V: Service> Arbiter<V> {
         cfg: &EngineConfig,
         ports: Vec<ClientPort>,
         shared: Arc<Shared>,
-        out: Output,
+        mut out: Output,
         backend: Arc<dyn Backend>,
     ) -> Self {
+        if let Output::Arbiter(tx) = &mut out {
+            // Counted per client per scan instead (`release_slots`).
+            tx.leave_sent_counts_to_caller();
+        }
         let aggregate_bytes = if cfg.aggregate_ns == 0 {
             0
         } else if cfg.rate_bps == 0 {
@@ -248,11 +257,33 @@ impl<V: Service> Arbiter<V> {
     /// content was copied out when extracted; in the client hand-off mode the client gives
     /// them back), and moves the shared backlog counter by the scan's net change.
     fn release_slots(&mut self) {
+        // Arbiter hand-off: this thread sends, and counts the sent packets here per client
+        // rather than per packet in the transmitter. Flushing first hands every packet that
+        // departed in this scan to the backend; the refusals come back per client.
+        let count_sent = if let Output::Arbiter(tx) = &mut self.out {
+            tx.flush();
+            for (c, len) in tx.take_failures() {
+                let port = &mut self.ports[c as usize];
+                port.failed += 1;
+                port.failed_bytes += u64::from(len);
+            }
+            true
+        } else {
+            false
+        };
         for &c in &self.departing {
             let port = &mut self.ports[c as usize];
-            let a = &self.shared.counters[c as usize].arbiter.0;
+            let counters = &self.shared.counters[c as usize];
+            let a = &counters.arbiter.0;
             a.scheduled.add(u64::from(port.departed));
             a.scheduled_bytes.add(port.departed_bytes);
+            if count_sent {
+                let tx = &counters.tx.0;
+                tx.sent.add(u64::from(port.departed - port.failed));
+                tx.sent_bytes.add(port.departed_bytes - port.failed_bytes);
+                port.failed = 0;
+                port.failed_bytes = 0;
+            }
             if !self.client_mode {
                 port.mailbox.release(port.departed as usize);
             }

@@ -16,6 +16,13 @@ pub struct Transmitter {
     max_batch: usize,
     counters: Arc<[ClientCounters]>,
     latency: LatencyRecorder,
+    /// Whether `flush` counts every packet sent (`sent`, `sent_bytes`). Off: the owner
+    /// counts them per client from its own tallies, less what [`Self::take_failures`]
+    /// reports (the arbiter, which already counts each client's departures per scan).
+    count_sent: bool,
+    /// With `count_sent` off, the packets the backend refused since the last
+    /// [`Self::take_failures`]: (client, bytes).
+    failures: Vec<(u32, u32)>,
     /// Last send error, kept for the report (the error itself is not on the data path).
     pub last_error: Option<String>,
 }
@@ -35,8 +42,25 @@ impl Transmitter {
             max_batch,
             counters,
             latency: LatencyRecorder::new(board),
+            count_sent: true,
+            failures: Vec::new(),
             last_error: None,
         }
+    }
+
+    /// Leaves the counting of sent packets to the caller: `flush` no longer counts each
+    /// one, and the caller adds, per client, what it handed over less what
+    /// [`Self::take_failures`] reports, after each flush of its own.
+    pub fn leave_sent_counts_to_caller(&mut self) {
+        self.count_sent = false;
+        // Room for a few scans of refusals before the first growth.
+        self.failures.reserve(4 * self.max_batch);
+    }
+
+    /// With the sent counts left to the caller: the packets refused since the last call,
+    /// as (client, bytes). (Each is counted in `send_failed` too.)
+    pub fn take_failures(&mut self) -> std::vec::Drain<'_, (u32, u32)> {
+        self.failures.drain(..)
     }
 
     /// Queues a packet; sends the batch when it is full.
@@ -65,11 +89,13 @@ impl Transmitter {
         }
         let now = clock::now_ns();
         let (ok, failed) = self.batch.split_at(sent);
-        for p in ok {
-            if let Some(c) = self.counters.get(p.client as usize) {
-                let tx = &c.tx.0;
-                tx.sent.add(1);
-                tx.sent_bytes.add(u64::from(p.len));
+        if self.count_sent {
+            for p in ok {
+                if let Some(c) = self.counters.get(p.client as usize) {
+                    let tx = &c.tx.0;
+                    tx.sent.add(1);
+                    tx.sent_bytes.add(u64::from(p.len));
+                }
             }
         }
         if self.latency.tracks_any() {
@@ -82,13 +108,18 @@ impl Transmitter {
             if let Some(c) = self.counters.get(p.client as usize) {
                 c.tx.0.send_failed.add(1);
             }
+            if !self.count_sent {
+                self.failures.push((p.client, p.len));
+            }
         }
         self.batch.clear();
         self.latency.maybe_publish(now, false);
     }
 
-    /// Flushes the batch and the backend, and publishes latency; for shutdown.
+    /// Flushes the batch and the backend, and publishes latency; for shutdown. Counts
+    /// what it sends itself: the caller will not flush again.
     pub fn finish(&mut self) {
+        self.count_sent = true;
         self.flush();
         if let Err(e) = self.sender.flush() {
             self.last_error = Some(e.to_string());

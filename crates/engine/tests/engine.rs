@@ -53,6 +53,32 @@ impl Drop for CollectSender {
     }
 }
 
+/// A backend that takes only the first half of every batch (rounded down) and refuses
+/// the rest, keeping what it took.
+#[derive(Default)]
+struct Flaky {
+    got: Arc<Mutex<Vec<Pkt>>>,
+}
+
+struct FlakySender(Arc<Mutex<Vec<Pkt>>>);
+
+impl Backend for Flaky {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
+        Ok(Box::new(FlakySender(Arc::clone(&self.got))))
+    }
+}
+
+impl Sender for FlakySender {
+    fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
+        let n = batch.len() / 2;
+        self.0.lock().unwrap().extend_from_slice(&batch[..n]);
+        Ok(n)
+    }
+}
+
 fn config(alg: &str, clients: usize, flows: Vec<FlowParams>) -> EngineConfig {
     let mut cfg = EngineConfig::new(alg, flows, vec![ClientConfig::default(); clients]);
     cfg.spin_ns = 20_000;
@@ -96,6 +122,64 @@ fn run_all(cfg: &EngineConfig, per_client: u32) -> (Vec<Pkt>, pspat_engine::Engi
     let report = engine.stop(true);
     let pkts = got.lock().unwrap().concat();
     (pkts, report)
+}
+
+/// Refused sends are counted per client in every hand-off mode, and `sent`/`sent_bytes`
+/// are exactly what the backend took (the arbiter hand-off counts them per scan, not per
+/// packet, so this checks its tally of refusals).
+#[test]
+fn refused_sends_are_counted_exactly_in_every_handoff_mode() {
+    const N: u32 = 5_000;
+    for handoff in [Handoff::Arbiter, Handoff::Dispatchers(2), Handoff::Clients] {
+        let flows = (0..3)
+            .map(|_| FlowParams::default().with_limit_pkts(4096))
+            .collect();
+        let mut cfg = config("drr", 3, flows);
+        cfg.handoff = handoff;
+        cfg.rate_bps = 0;
+        cfg.mailbox_entries = 64;
+        let backend = Flaky::default();
+        let got = Arc::clone(&backend.got);
+        let (engine, clients) = Engine::start(&cfg, Arc::new(backend)).unwrap();
+        let threads: Vec<_> = clients
+            .into_iter()
+            .map(|mut c| {
+                std::thread::spawn(move || {
+                    let flow = c.id();
+                    let mut sent = 0;
+                    while sent < N {
+                        match c.submit(flow, 60 + (sent % 7) * 100) {
+                            Ok(_) => sent += 1,
+                            Err(SubmitError::MailboxFull) => {
+                                c.wait_and_drain(Duration::from_micros(50));
+                            }
+                            Err(e) => panic!("submit: {e}"),
+                        }
+                    }
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    while c.transmits_itself() && c.in_flight() > 0 && Instant::now() < deadline {
+                        c.wait_and_drain(Duration::from_millis(1));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let report = engine.stop(true);
+        let got = got.lock().unwrap();
+        let mut failed_total = 0;
+        for (c, s) in report.snapshot.clients.iter().enumerate() {
+            let mine: Vec<&Pkt> = got.iter().filter(|p| p.client as usize == c).collect();
+            let bytes: u64 = mine.iter().map(|p| u64::from(p.len)).sum();
+            assert_eq!(s.sent, mine.len() as u64, "{handoff} client {c}");
+            assert_eq!(s.sent_bytes, bytes, "{handoff} client {c}");
+            assert_eq!(s.sent + s.send_failed, u64::from(N), "{handoff} client {c}");
+            assert_eq!(s.scheduled, u64::from(N), "{handoff} client {c}");
+            failed_total += s.send_failed;
+        }
+        assert!(failed_total > 0, "{handoff}: the backend refused nothing");
+    }
 }
 
 #[test]
