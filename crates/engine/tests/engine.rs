@@ -90,7 +90,18 @@ fn config(alg: &str, clients: usize, flows: Vec<FlowParams>) -> EngineConfig {
 fn run_all(cfg: &EngineConfig, per_client: u32) -> (Vec<Pkt>, pspat_engine::EngineReport) {
     let backend = Collect::default();
     let got = Arc::clone(&backend.got);
-    let (engine, clients) = Engine::start(cfg, Arc::new(backend)).unwrap();
+    let report = run_on(cfg, Arc::new(backend), per_client);
+    let pkts = got.lock().unwrap().concat();
+    (pkts, report)
+}
+
+/// [`run_all`] on any backend: returns the report once everything is out.
+fn run_on(
+    cfg: &EngineConfig,
+    backend: Arc<dyn Backend>,
+    per_client: u32,
+) -> pspat_engine::EngineReport {
+    let (engine, clients) = Engine::start(cfg, backend).unwrap();
     let flows = cfg.flows.len() as u32;
     let threads: Vec<_> = clients
         .into_iter()
@@ -119,9 +130,7 @@ fn run_all(cfg: &EngineConfig, per_client: u32) -> (Vec<Pkt>, pspat_engine::Engi
     for t in threads {
         t.join().unwrap();
     }
-    let report = engine.stop(true);
-    let pkts = got.lock().unwrap().concat();
-    (pkts, report)
+    engine.stop(true)
 }
 
 /// Refused sends are counted per client in every hand-off mode, and `sent`/`sent_bytes`
@@ -140,33 +149,7 @@ fn refused_sends_are_counted_exactly_in_every_handoff_mode() {
         cfg.mailbox_entries = 64;
         let backend = Flaky::default();
         let got = Arc::clone(&backend.got);
-        let (engine, clients) = Engine::start(&cfg, Arc::new(backend)).unwrap();
-        let threads: Vec<_> = clients
-            .into_iter()
-            .map(|mut c| {
-                std::thread::spawn(move || {
-                    let flow = c.id();
-                    let mut sent = 0;
-                    while sent < N {
-                        match c.submit(flow, 60 + (sent % 7) * 100) {
-                            Ok(_) => sent += 1,
-                            Err(SubmitError::MailboxFull) => {
-                                c.wait_and_drain(Duration::from_micros(50));
-                            }
-                            Err(e) => panic!("submit: {e}"),
-                        }
-                    }
-                    let deadline = Instant::now() + Duration::from_secs(20);
-                    while c.transmits_itself() && c.in_flight() > 0 && Instant::now() < deadline {
-                        c.wait_and_drain(Duration::from_millis(1));
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        let report = engine.stop(true);
+        let report = run_on(&cfg, Arc::new(backend), N);
         let got = got.lock().unwrap();
         let mut failed_total = 0;
         for (c, s) in report.snapshot.clients.iter().enumerate() {
