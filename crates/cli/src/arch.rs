@@ -9,7 +9,9 @@
 //! (packets released by the scheduler), the spread of the greedy clients' shares
 //! normalised by weight (min/max), the victim's latency percentiles, and drops. Before
 //! each client count it measures the limit: the same algorithm's single-thread
-//! enqueue+dequeue rate with the same flows and packets, no engine.
+//! enqueue+dequeue rate with the same flows and packets, no engine; once with 64
+//! packets in the scheduler and once ("backlogged") with every greedy flow holding a
+//! mailbox's capacity, as in the engine.
 //!
 //! Stability mode (section 6.5): two greedy clients, weights 10:1, on links from 0.5x to
 //! 2x the rate the PSPAT engine sustains: the share of each architecture at each rate.
@@ -341,9 +343,8 @@ struct Point {
     limit_per_s: f64,
     /// decisions_per_s / limit_per_s.
     of_limit: f64,
-    /// The same with every flow holding a mailbox's capacity of packets, as a greedy
-    /// client's flow does in the engine (the scheduler's working set outgrows the caches
-    /// with many flows; the plain limit's 64 packets never leave L1).
+    /// The same with every greedy flow holding a mailbox's capacity of packets, as it
+    /// does in the engine (the plain limit keeps only 64 packets in the scheduler).
     limit_backlogged_per_s: f64,
     /// decisions_per_s / limit_backlogged_per_s.
     of_limit_backlogged: f64,

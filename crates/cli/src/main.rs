@@ -187,7 +187,8 @@ code, in one run.\n\n\
 submit --len byte packets as fast as they can, and a victim sends one packet every \
 --victim-gap-us with 100x the weight; prints scheduler decisions per second, the limit (the \
 same algorithm's single-thread enqueue+dequeue rate, no engine) and the fraction of it \
-reached, the greedy clients' smallest/largest weight-normalised share, the victim's \
+reached, the same for the limit with every greedy flow holding a mailbox's capacity \
+(limit-bl, of-bl), the greedy clients' smallest/largest weight-normalised share, the victim's \
 submit-to-transmit latency percentiles, drops and full-mailbox refusals, and pspat/lock \
 ratios.\n\n\
 --mode stability: two greedy clients with weights 10:1 on links from 0.5x to 2x the rate \
