@@ -91,7 +91,12 @@ impl Config {
     /// The most messages of type `M` a valid mailbox of this geometry holds at once
     /// ([`Producer::capacity`]): `entries` less one line of slack.
     pub fn capacity<M: Message>(&self) -> usize {
-        self.entries - (self.line_bytes / (8 * M::WORDS)).max(1)
+        self.entries - self.line_entries(M::WORDS)
+    }
+
+    /// Slots of `words` words each that share a line (at least 1).
+    fn line_entries(&self, words: usize) -> usize {
+        (self.line_bytes / (8 * words)).max(1)
     }
 }
 
@@ -156,19 +161,18 @@ pub fn mailbox<M: Message>(config: Config) -> Result<(Producer<M>, Consumer<M>),
             slot_bytes,
         });
     }
-    let line_entries = config.line_bytes / slot_bytes;
+    let line_entries = config.line_entries(M::WORDS);
     if config.entries < 2 * line_entries {
         return Err(ConfigError::TooFewEntries {
             entries: config.entries,
             min: 2 * line_entries,
         });
     }
-    let shared = Arc::new(Ring::new(config, slot_bytes / 8));
-    let capacity = config.entries - line_entries;
+    let shared = Arc::new(Ring::new(config, M::WORDS));
     let producer = Producer {
         ring: Arc::clone(&shared),
         tail: 0,
-        limit: capacity,
+        limit: shared.capacity,
         _m: PhantomData,
     };
     let consumer = Consumer {
@@ -179,6 +183,25 @@ pub fn mailbox<M: Message>(config: Config) -> Result<(Producer<M>, Consumer<M>),
         _m: PhantomData,
     };
     Ok((producer, consumer))
+}
+
+/// The message in a consumer's next slot, if the producer has published one there. A
+/// non-zero word 0 is a new message: the consumer emptied the slot when it left the slot's
+/// line on the previous lap, and the producer rewrote it only after that (invariant 2).
+#[inline(always)]
+fn read_slot<M: Message>(slot: &[AtomicU64]) -> Option<M> {
+    // ORDERING: Acquire pairs with the producer's Release store of word 0 in `push`,
+    // making the other words of the slot visible.
+    let w0 = slot[0].load(Ordering::Acquire);
+    if w0 == 0 {
+        return None;
+    }
+    let mut words = [w0, 0, 0, 0];
+    for k in 1..M::WORDS {
+        // ORDERING: Relaxed; ordered by the Acquire load of word 0 above.
+        words[k] = slot[k].load(Ordering::Relaxed);
+    }
+    Some(M::decode(words))
 }
 
 /// A value alone on its cache lines (two: x86 prefetches lines in pairs), so that the
@@ -219,7 +242,7 @@ impl Ring {
         } else {
             line_words - misalign
         };
-        let line_entries = config.line_bytes / (8 * stride);
+        let line_entries = config.line_entries(stride);
         Self {
             words,
             base,
@@ -359,27 +382,13 @@ impl<M: Message> Consumer<M> {
     /// the producer cannot reuse it meanwhile.
     #[inline]
     pub fn extract(&mut self) -> Option<M> {
-        let slot = self.ring.slot::<M>(self.head);
-        // ORDERING: Acquire pairs with the producer's Release store of word 0 in `push`,
-        // making the other words of the slot visible.
-        let w0 = slot[0].load(Ordering::Acquire);
-        if w0 == 0 {
-            return None;
-        }
-        // A non-zero slot at `head` is a new message: this consumer emptied the slot when it
-        // left the slot's line on the previous lap, and the producer rewrote it only after
-        // that (invariant 2).
+        let msg = read_slot::<M>(self.ring.slot::<M>(self.head))?;
         debug_assert!(self.head.wrapping_sub(self.released) < self.ring.capacity);
-        let mut words = [w0, 0, 0, 0];
-        for k in 1..M::WORDS {
-            // ORDERING: Relaxed; ordered by the Acquire load of word 0 above.
-            words[k] = slot[k].load(Ordering::Relaxed);
-        }
         self.head = self.head.wrapping_add(1);
         if self.head & (self.ring.line_entries - 1) == 0 {
             self.ring.empty_line::<M>(self.head);
         }
-        Some(M::decode(words))
+        Some(msg)
     }
 
     /// Takes up to `buf.len()` messages at once, as that many [`Consumer::extract`] calls
@@ -397,20 +406,11 @@ impl<M: Message> Consumer<M> {
         let mut n = 0;
         for out in buf.iter_mut() {
             let at = base + (head & mask) * M::WORDS;
-            let slot = &words[at..at + M::WORDS];
-            // ORDERING: Acquire, as in `extract`.
-            let w0 = slot[0].load(Ordering::Acquire);
-            if w0 == 0 {
+            let Some(msg) = read_slot::<M>(&words[at..at + M::WORDS]) else {
                 break;
-            }
-            // A new message, as in `extract` (invariant 2).
+            };
             debug_assert!(head.wrapping_sub(self.released) < ring.capacity);
-            let mut words = [w0, 0, 0, 0];
-            for k in 1..M::WORDS {
-                // ORDERING: Relaxed; ordered by the Acquire load of word 0 above.
-                words[k] = slot[k].load(Ordering::Relaxed);
-            }
-            *out = M::decode(words);
+            *out = msg;
             head = head.wrapping_add(1);
             n += 1;
             if head & (le - 1) == 0 {
