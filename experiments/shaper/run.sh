@@ -19,7 +19,7 @@ usage() {
 usage: $0 [--quick] [--senders "1 2 4 8 16 32"] [--modes "pspat htb none"]
           [--sets "shares cpu"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
           [--link-mbit N] [--overload X] [--alg NAME] [--sink-spin-us N]
-          [--shaper-nice N] [--shape-args "OPTIONS"]
+          [--shaper-nice N] [--sink-nice N] [--shape-args "OPTIONS"]
 
 Runs, for each set, each number of senders M and each mode, one measurement:
   modes  pspat: 'pspat shape' forwards s1 -> r1 (AF_PACKET), scheduled by a generated
@@ -37,6 +37,9 @@ Runs, for each set, each number of senders M and each mode, one measurement:
   shared one: see docs/EXPERIMENTS.md).
 --shaper-nice N: pspat shape's nice value (default -20: it shares the CPUs with the
   senders and the sink; the kernel's forwarding work that HTB does runs in softirq context).
+--sink-nice N: the sink's nice value (default -20, as the shaper's: on the CPU the two
+  share, a sink at 0 is starved by the shaper, overflows its socket buffer and counts
+  less than the shaper delivered; HTB's sink has its CPU to itself either way).
 --shape-args "OPTIONS": more options for pspat shape, e.g. "--handoff dispatchers:2".
 Needs root (network namespaces). Removes everything it created, also on error or Ctrl-C.
 EOF
@@ -54,6 +57,7 @@ link_mbit=200        # the 'shares' set's link
 alg="wf2q+"          # pspat's scheduling algorithm
 sink_spin_us=50
 shaper_nice=-20      # pspat shape runs at this nice value (see docs/EXPERIMENTS.md)
+sink_nice=-20        # udpsink runs at this nice value (see --help)
 shape_args=""        # more options for pspat shape (e.g. "--handoff dispatchers:2")
 quick=0
 
@@ -84,6 +88,7 @@ while [ $# -gt 0 ]; do
         --sink-spin-us) sink_spin_us="$2"; shift ;;
         --shape-args) shape_args="$2"; shift ;;
         --shaper-nice) shaper_nice="$2"; shift ;;
+        --sink-nice) sink_nice="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -302,7 +307,7 @@ run_one() { # set mode m
             wait_for "$dir/shape.err" "pspat shape: ready" "$shaper"
             ;;
     esac
-    ip netns exec "$ns_rcv" "$pspat_bin" udpsink --bind "10.77.0.2:$port" --duration "$sink_s" \
+    ip netns exec "$ns_rcv" nice -n "$sink_nice" "$pspat_bin" udpsink --bind "10.77.0.2:$port" --duration "$sink_s" \
         --warmup "$warmup" --measure "$duration" --idle 1 --cpu "$sink_cpu" \
         --busy-poll --spin-us "$sink_spin_us" \
         --json "$dir/sink.json" >"$dir/sink.out" 2>"$dir/sink.err" &

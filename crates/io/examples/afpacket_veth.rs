@@ -163,7 +163,7 @@ fn main() {
             let fs = frames(len);
             let opts = TxOptions {
                 qdisc_bypass: bypass,
-                sndbuf: None,
+                ..TxOptions::default()
             };
             let mut tx = TxSocket::open("a", &opts).expect("open TxSocket");
             send(&mut tx, &fs, BATCH * 16); // warm-up

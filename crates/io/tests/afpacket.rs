@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use pspat_io::afpacket::vnet::{self, VNET_HDR_LEN};
 use pspat_io::afpacket::{
     AfPacket, AfPacketError, Fanout, FanoutMode, Frame, RxOptions, RxRing, TxOptions, TxSocket,
     BATCH,
@@ -330,7 +331,7 @@ fn ignore_outgoing_hides_our_own_frames_and_qdisc_bypass_hides_them_from_everyon
         // Through the qdisc path, outgoing frames pass the interface's taps.
         let qdisc = TxOptions {
             qdisc_bypass: false,
-            sndbuf: None,
+            ..TxOptions::default()
         };
         let mut tx = TxSocket::open("a", &qdisc).unwrap();
         assert_eq!(tx.send_batch(100, |i| &frames[i]).unwrap(), 100);
@@ -382,6 +383,77 @@ fn a_stripped_vlan_tag_is_reported_and_can_be_put_back() {
         rebuilt.extend_from_slice(&vlan.unwrap().to_be_bytes());
         rebuilt.extend_from_slice(&data[12..]);
         assert_eq!(rebuilt, tagged);
+    });
+}
+
+#[test]
+fn a_partial_checksum_crosses_with_its_vnet_header_and_not_without() {
+    in_netns(|| {
+        ip("addr add 10.9.0.1/24 dev a");
+        ip("neigh add 10.9.0.3 lladdr 02:00:00:00:00:0b dev a nud permanent");
+        let vnet_ring = RxOptions {
+            vnet_hdr: true,
+            ..small_ring()
+        };
+        let mut rx = RxRing::open("b", &vnet_ring).unwrap();
+        // A local UDP socket sends through a (checksum offload on, as on any veth): the
+        // frame leaves with only the pseudo-header sum in its checksum field.
+        let sock = std::net::UdpSocket::bind("10.9.0.1:0").unwrap();
+        let port = sock.local_addr().unwrap().port();
+        sock.send_to(&[0x5a; 100], "10.9.0.3:9").unwrap();
+        let is_ours = |d: &[u8]| d.len() >= 42 && d[12..14] == [8, 0] && d[36..38] == [0, 9];
+        let mut got = None;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.is_none() && Instant::now() < deadline {
+            if rx.wait(Duration::from_millis(20)).unwrap() {
+                rx.for_each_frame(|f| {
+                    if is_ours(f.data) {
+                        got = Some((f.vnet, f.csum_not_ready, f.with_vnet.to_vec()));
+                    }
+                });
+            }
+        }
+        let (hdr, not_ready, mut bytes) = got.expect("the datagram's frame on b");
+        let hdr = hdr.expect("a ring with vnet_hdr gives the header");
+        assert!(not_ready, "TP_STATUS_CSUMNOTREADY");
+        assert!(hdr.needs_csum(), "{hdr:?}");
+        // Checksummed from the UDP header (14 + 20) on; the field is 6 bytes into it.
+        assert_eq!((hdr.csum_start, hdr.csum_offset), (34, 6), "{hdr:?}");
+        assert_eq!(hdr.gso_type, vnet::GSO_NONE);
+        assert_eq!(bytes.len(), VNET_HDR_LEN + 14 + 20 + 8 + 100);
+
+        // Turn it around, still partial: MACs, addresses and ports swapped (neither the
+        // IPv4 header checksum nor the pseudo-header sum changes), sent back to a.
+        let f = &mut bytes[VNET_HDR_LEN..];
+        let (dst, src) = (mac_of("a"), [2, 0, 0, 0, 0, 0x0b]);
+        f[0..6].copy_from_slice(&dst);
+        f[6..12].copy_from_slice(&src);
+        let (sa, da) = (f[26..30].to_vec(), f[30..34].to_vec());
+        f[26..30].copy_from_slice(&da);
+        f[30..34].copy_from_slice(&sa);
+        f[34..36].copy_from_slice(&9u16.to_be_bytes());
+        f[36..38].copy_from_slice(&port.to_be_bytes());
+        sock.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut buf = [0u8; 200];
+        // Without the header the receiver sees a wrong checksum and drops the datagram.
+        let mut plain = TxSocket::open("b", &TxOptions::default()).unwrap();
+        assert_eq!(plain.send_batch(1, |_| &bytes[VNET_HDR_LEN..]).unwrap(), 1);
+        assert!(
+            sock.recv_from(&mut buf).is_err(),
+            "a partial checksum sent as is must not be accepted"
+        );
+        // With it the packet is partial again on the other side, and accepted.
+        let opts = TxOptions {
+            vnet_hdr: true,
+            ..TxOptions::default()
+        };
+        let mut tx = TxSocket::open("b", &opts).unwrap();
+        assert_eq!(tx.send_batch(1, |_| &bytes).unwrap(), 1);
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (n, from) = sock.recv_from(&mut buf).expect("the datagram, accepted");
+        assert_eq!(&buf[..n], &[0x5a; 100]);
+        assert_eq!(from.to_string(), "10.9.0.3:9");
     });
 }
 

@@ -18,6 +18,14 @@
 //! the reason), refused for lack of room (mailbox, frame pool, too long for the output),
 //! or still queued at the end (reported). The kernel's own ring overruns are read from
 //! PACKET_STATISTICS.
+//!
+//! **Offloads.** Both sockets carry a virtio-net header before each frame
+//! (`PACKET_VNET_HDR`, `pspat_io::afpacket::vnet`), so a frame crosses the shaper in the
+//! offload state it arrived in, as it would cross the kernel's bridge: a checksum a local
+//! sender left to a veth's "hardware" stays partial and is finished (or trusted) by whoever
+//! is next. Without the header (`--sw-checksum`, or a kernel before 5.1) the receiving
+//! thread finishes such checksums in software (`csum.rs`), and the receiver behind the
+//! shaper then verifies each one again.
 
 mod csum;
 mod rx;
@@ -34,6 +42,7 @@ use clap::Args;
 use pspat_config::Direction;
 use pspat_engine::stats::{Drop, Filtered};
 use pspat_engine::{ClientConfig, Engine, EngineConfig, EngineSnapshot, Handoff};
+use pspat_io::afpacket::vnet::{self, VNET_HDR_LEN};
 use pspat_io::afpacket::{Fanout, FanoutMode, RxOptions, RxRing, TxOptions, TxSocket};
 use pspat_mailbox::FramePool;
 use serde_json::json;
@@ -101,6 +110,11 @@ pub struct ShapeArgs {
     /// Send through the output interface's qdisc instead of bypassing it.
     #[arg(long)]
     pub no_qdisc_bypass: bool,
+    /// Finish in software the TCP/UDP checksums that senders left to offload, instead of
+    /// passing each frame's offload state through (PACKET_VNET_HDR, the default on Linux
+    /// 5.1 and later; software is the only way before).
+    #[arg(long)]
+    pub sw_checksum: bool,
 }
 
 fn parse_dir(s: &str) -> Result<Direction, String> {
@@ -149,8 +163,12 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
         .with_context(|| format!("reading {}", a.config.display()))?;
 
     // Sockets first: a missing capability or interface is reported before anything runs.
+    // The frames' offload state passes through as a virtio-net header in front of each
+    // (see pspat_io::afpacket::vnet), or partial checksums are finished in software.
+    let vnet = !a.sw_checksum && vnet::rx_ring_supported();
     let tx_opts = TxOptions {
         qdisc_bypass: !a.no_qdisc_bypass,
+        vnet_hdr: vnet,
         ..TxOptions::default()
     };
     let probe = TxSocket::open(&a.output, &tx_opts).with_context(|| "opening --out")?;
@@ -170,6 +188,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
                 group,
                 mode: FanoutMode::Hash,
             }),
+            vnet_hdr: vnet,
             ..RxOptions::default()
         };
         rings.push(RxRing::open(&a.input, &opts).with_context(|| "opening --in")?);
@@ -177,8 +196,12 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     let reverse = if a.no_reverse {
         None
     } else {
-        let ring = RxRing::open(&a.output, &RxOptions::default())
-            .with_context(|| "opening --out for the reverse path")?;
+        let opts = RxOptions {
+            vnet_hdr: vnet,
+            ..RxOptions::default()
+        };
+        let ring =
+            RxRing::open(&a.output, &opts).with_context(|| "opening --out for the reverse path")?;
         let tx = TxSocket::open(&a.input, &tx_opts)
             .with_context(|| "opening --in for the reverse path")?;
         Some((ring, tx))
@@ -203,7 +226,9 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     cfg.link_spin_ns = a.link_spin_us * 1000;
     cfg.arbiter_timer_slack_ns = Some(1_000);
     cfg.dummynet = Some(Arc::new(config));
-    let pool = FramePool::new(a.rx_threads, pool_slots(a, &cfg), max_frame.max(64));
+    // A slot holds what the output socket sends: the virtio-net header, then the frame.
+    let hdr = if vnet { VNET_HDR_LEN } else { 0 };
+    let pool = FramePool::new(a.rx_threads, pool_slots(a, &cfg), hdr + max_frame.max(64));
     let backend = tx::FrameTx::new(Arc::clone(&pool), &a.output, tx_opts);
     let (engine, clients) =
         Engine::start(&cfg, Arc::new(backend)).context("starting the engine")?;
@@ -226,6 +251,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
             counters: Arc::clone(&counters[k]),
             max_frame,
             dir: a.dir,
+            vnet,
         };
         let stop = Arc::clone(&stop);
         threads.push(
@@ -242,18 +268,23 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
             Some(
                 std::thread::Builder::new()
                     .name("pspat-reverse".into())
-                    .spawn(move || rx::reverse(ring, txs, &stop, &c))
+                    .spawn(move || rx::reverse(ring, txs, vnet, &stop, &c))
                     .context("starting the reverse thread")?,
             )
         }
         None => None,
     };
     eprintln!(
-        "pspat shape: ready: {} -> {} ({} rx thread(s), hand-off {}, config {})",
+        "pspat shape: ready: {} -> {} ({} rx thread(s), hand-off {}, checksums {}, config {})",
         a.input,
         a.output,
         a.rx_threads,
         a.handoff,
+        if vnet {
+            "passed through"
+        } else {
+            "finished in software"
+        },
         a.config.display()
     );
 
@@ -339,6 +370,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
         ),
         errors: &errors,
         interrupted: interrupted.load(Ordering::Relaxed),
+        vnet,
         dummynet: dn,
     };
     eprintln!("{}", summary.text());
@@ -371,6 +403,7 @@ struct RxTotals {
     truncated: u64,
     runt: u64,
     csum_completed: u64,
+    csum_passed: u64,
     too_long: u64,
     pool_full: u64,
     stopped: u64,
@@ -385,6 +418,7 @@ fn totals(c: &[Arc<RxCounters>]) -> RxTotals {
         t.truncated += RxCounters::get(&c.truncated);
         t.runt += RxCounters::get(&c.runt);
         t.csum_completed += RxCounters::get(&c.csum_completed);
+        t.csum_passed += RxCounters::get(&c.csum_passed);
         t.too_long += RxCounters::get(&c.too_long);
         t.pool_full += RxCounters::get(&c.pool_full);
         t.stopped += RxCounters::get(&c.stopped);
@@ -506,6 +540,8 @@ struct Summary<'a> {
     reverse: (u64, u64),
     errors: &'a [String],
     interrupted: bool,
+    /// Offload state passed through in virtio-net headers (else checksums in software).
+    vnet: bool,
     dummynet: Option<pspat_engine::DummynetStats>,
 }
 
@@ -559,7 +595,9 @@ impl Summary<'_> {
             "interrupted": self.interrupted,
             "rx_frames": self.rx.frames,
             "rx_bytes": self.rx.bytes,
+            "checksum_offload": if self.vnet { "passed_through" } else { "software" },
             "checksums_completed": self.rx.csum_completed,
+            "checksums_passed_partial": self.rx.csum_passed,
             "submitted": e.submitted,
             "sent": e.sent,
             "sent_bytes": e.sent_bytes,

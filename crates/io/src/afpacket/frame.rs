@@ -8,6 +8,8 @@ use std::mem::offset_of;
 
 use libc::{tpacket3_hdr as H3, tpacket_block_desc as BD, tpacket_hdr_v1 as BH1};
 
+use super::vnet::{VnetHdr, VNET_HDR_LEN};
+
 /// One frame from an [`super::RxRing`], borrowed from the ring until the callback returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame<'a> {
@@ -30,6 +32,13 @@ pub struct Frame<'a> {
     /// by hardware that a veth pair does not have. Forward it as is and the receiver
     /// drops it; a forwarder completes the checksum first.
     pub csum_not_ready: bool,
+    /// The frame's offload state, from a ring opened with [`super::RxOptions::vnet_hdr`]
+    /// (`None` otherwise): see [`super::vnet`].
+    pub vnet: Option<VnetHdr>,
+    /// With [`super::RxOptions::vnet_hdr`]: the header's 10 bytes and then `data`, one
+    /// slice of the ring, as a send socket with [`super::TxOptions::vnet_hdr`] takes it.
+    /// Empty otherwise.
+    pub with_vnet: &'a [u8],
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -52,12 +61,25 @@ const STATUS: usize = offset_of!(H3, tp_status);
 const MAC: usize = offset_of!(H3, tp_mac);
 const VLAN_TCI: usize = offset_of!(H3, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
 
-/// Reads frame header at `at` in `block`; None if it or its data are out of bounds.
-fn frame_at(block: &[u8], at: usize) -> Option<(Frame<'_>, u32)> {
+/// Reads frame header at `at` in `block`; None if it or its data are out of bounds. With
+/// `vnet`, the ring puts a virtio-net header right before the frame, after the TPACKET3
+/// header.
+fn frame_at(block: &[u8], at: usize, vnet: bool) -> Option<(Frame<'_>, u32)> {
     let snaplen = u32_at(block, at + SNAPLEN)? as usize;
     let mac = usize::from(u16_at(block, at + MAC)?);
     let start = at.checked_add(mac)?;
-    let data = block.get(start..start.checked_add(snaplen)?)?;
+    let end = start.checked_add(snaplen)?;
+    let data = block.get(start..end)?;
+    let (vnet, with_vnet) = if vnet {
+        let from = start.checked_sub(VNET_HDR_LEN)?;
+        if from < at + size_of::<H3>() {
+            return None;
+        }
+        let all = block.get(from..end)?;
+        (Some(VnetHdr::parse(all)?), all)
+    } else {
+        (None, &[][..])
+    };
     let status = u32_at(block, at + STATUS)?;
     let vlan_tci = (status & libc::TP_STATUS_VLAN_VALID != 0)
         .then(|| u32_at(block, at + VLAN_TCI).map(|t| t as u16))
@@ -70,20 +92,22 @@ fn frame_at(block: &[u8], at: usize) -> Option<(Frame<'_>, u32)> {
         ts_ns,
         vlan_tci,
         csum_not_ready: status & libc::TP_STATUS_CSUMNOTREADY != 0,
+        vnet,
+        with_vnet,
     };
     Some((frame, u32_at(block, at + NEXT)?))
 }
 
 /// Calls `f` for each frame of a user-owned block, in order; returns how many. Stops early
 /// (without panicking) at a header that points outside the block, which a well-behaved
-/// kernel never writes.
-pub(super) fn for_each_in_block(block: &[u8], f: &mut impl FnMut(Frame<'_>)) -> usize {
+/// kernel never writes. `vnet`: the ring was opened with a virtio-net header per frame.
+pub(super) fn for_each_in_block(block: &[u8], vnet: bool, f: &mut impl FnMut(Frame<'_>)) -> usize {
     let (Some(n), Some(first)) = (u32_at(block, NUM_PKTS), u32_at(block, FIRST_PKT)) else {
         return 0;
     };
     let mut at = first as usize;
     for i in 0..n as usize {
-        let Some((frame, next)) = frame_at(block, at) else {
+        let Some((frame, next)) = frame_at(block, at, vnet) else {
             return i;
         };
         f(frame);
@@ -155,7 +179,7 @@ mod tests {
             (&a[..14], 14, Some(0)),
         ]);
         let mut seen = Vec::new();
-        let n = for_each_in_block(&blk, &mut |f: Frame<'_>| {
+        let n = for_each_in_block(&blk, false, &mut |f: Frame<'_>| {
             seen.push((f.data.to_vec(), f.wire_len, f.ts_ns, f.vlan_tci))
         });
         assert_eq!(n, 3);
@@ -172,12 +196,56 @@ mod tests {
         let second = 48 + (68 + 100usize).next_multiple_of(16);
         blk[second + SNAPLEN..second + SNAPLEN + 4].copy_from_slice(&5000u32.to_ne_bytes());
         let mut count = 0;
-        assert_eq!(for_each_in_block(&blk, &mut |_| count += 1), 1);
+        assert_eq!(for_each_in_block(&blk, false, &mut |_| count += 1), 1);
         assert_eq!(count, 1);
         // A count larger than the frames present stops at the first bad header too.
         let mut blk = block(&[(&a, 100, None)]);
         blk[NUM_PKTS..NUM_PKTS + 4].copy_from_slice(&1000u32.to_ne_bytes());
         blk[48 + NEXT..48 + NEXT + 4].copy_from_slice(&100_000u32.to_ne_bytes());
-        assert_eq!(for_each_in_block(&blk, &mut |_| {}), 1);
+        assert_eq!(for_each_in_block(&blk, false, &mut |_| {}), 1);
+    }
+
+    #[test]
+    fn a_vnet_ring_gives_the_header_before_each_frame() {
+        let a = [5u8; 80];
+        let b = [6u8; 40];
+        let mut blk = block(&[(&a, 80, None), (&b, 40, None)]);
+        // The kernel writes the header in the 10 bytes before the MAC header (mac = 68).
+        let second = 48 + (68 + 80usize).next_multiple_of(16);
+        let h = VnetHdr {
+            flags: super::super::vnet::F_NEEDS_CSUM,
+            csum_start: 34,
+            csum_offset: 6,
+            ..VnetHdr::default()
+        };
+        h.write(&mut blk[48 + 58..]);
+        VnetHdr::default().write(&mut blk[second + 58..]);
+        let mut seen = Vec::new();
+        let n = for_each_in_block(&blk, true, &mut |f: Frame<'_>| {
+            seen.push((f.vnet, f.with_vnet.to_vec(), f.data.to_vec()))
+        });
+        assert_eq!(n, 2);
+        assert_eq!(seen[0].0, Some(h));
+        assert_eq!(seen[0].1.len(), 90);
+        assert_eq!(VnetHdr::parse(&seen[0].1), Some(h));
+        assert_eq!(
+            &seen[0].1[10..],
+            &a[..],
+            "the header and the frame are one slice"
+        );
+        assert_eq!(seen[0].2, a.to_vec());
+        assert_eq!(seen[1].0, Some(VnetHdr::default()));
+        assert_eq!(&seen[1].1[10..], &b[..]);
+        // Without vnet the same block gives no header.
+        let mut none = 0;
+        for_each_in_block(&blk, false, &mut |f: Frame<'_>| {
+            assert!(f.vnet.is_none() && f.with_vnet.is_empty());
+            none += 1;
+        });
+        assert_eq!(none, 2);
+        // A MAC offset leaving no room for the header after the TPACKET3 header ends the
+        // walk instead of reading the header out of the frame header.
+        blk[48 + MAC..48 + MAC + 2].copy_from_slice(&50u16.to_ne_bytes());
+        assert_eq!(for_each_in_block(&blk, true, &mut |_| {}), 0);
     }
 }

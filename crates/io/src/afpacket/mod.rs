@@ -30,6 +30,11 @@
 //! - `SO_SNDBUF` ([`TxOptions::sndbuf`]): how many bytes of frames not yet freed by the
 //!   driver the socket may have; a blocking send waits when they are full.
 //!
+//! - `PACKET_VNET_HDR` ([`TxOptions::vnet_hdr`], default off): each frame starts with a
+//!   virtio-net header ([`vnet`]) that gives the packet built from it its offload state, so
+//!   a frame received with its checksum still partial leaves partial, as the kernel's own
+//!   forwarding would pass it on.
+//!
 //! The socket is blocking: when the socket's send buffer is full the call waits, which is
 //! back-pressure, not loss. ENOBUFS and EAGAIN (the device or its qdisc refused the frame)
 //! are retried a few times after a short spin, then [`TxSocket::send_batch`] returns the
@@ -83,6 +88,10 @@
 //!   `PACKET_FANOUT_FLAG_DEFRAG`, which would reassemble IP fragments and hand the socket
 //!   the reassembled datagram instead of the frames that were on the wire.
 //!
+//! - `PACKET_VNET_HDR` ([`RxOptions::vnet_hdr`], default off): the kernel writes each
+//!   frame's offload state (checksum partial or verified, GSO) in a virtio-net header right
+//!   before it ([`Frame::vnet`], [`Frame::with_vnet`]). Linux 5.1 or later.
+//!
 //! **VLAN tags.** Linux removes the 802.1Q tag of a received frame before any packet
 //! socket sees it: the driver's VLAN offload does, or else the receive path does it in
 //! software (`skb_vlan_untag`), on every kind of interface, veth included. The ring then
@@ -106,6 +115,7 @@ mod frame;
 mod rx;
 mod sys;
 mod tx;
+pub mod vnet;
 
 use std::ffi::CString;
 use std::io;

@@ -57,6 +57,10 @@ pub struct RxOptions {
     pub promiscuous: bool,
     /// Do not capture frames sent on this interface (default `true`).
     pub ignore_outgoing: bool,
+    /// PACKET_VNET_HDR: put each frame's offload state (a virtio-net header) in front of
+    /// it, see [`super::vnet`] (default `false`). Needs Linux 5.1
+    /// ([`super::vnet::rx_ring_supported`]); opening refuses it on older kernels.
+    pub vnet_hdr: bool,
 }
 
 impl Default for RxOptions {
@@ -69,6 +73,7 @@ impl Default for RxOptions {
             fanout: None,
             promiscuous: true,
             ignore_outgoing: true,
+            vnet_hdr: false,
         }
     }
 }
@@ -96,6 +101,7 @@ pub struct RxRing {
     /// The next block to look at: blocks are handed over in ring order.
     next: usize,
     totals: RxStats,
+    vnet_hdr: bool,
 }
 
 impl std::fmt::Debug for RxRing {
@@ -122,6 +128,13 @@ fn check(ifname: &str, o: &RxOptions) -> Result<(), AfPacketError> {
     }
     if o.block_count == 0 {
         return bad("block_count is 0".into());
+    }
+    if o.vnet_hdr && !super::vnet::rx_ring_supported() {
+        return bad(
+            "vnet_hdr: this kernel's TPACKET_V3 rings do not fill in the virtio-net header \
+             (Linux 5.1 and later do)"
+                .into(),
+        );
     }
     if o.frame_size < hdr || o.frame_size % 16 != 0 || o.frame_size > o.block_size {
         return bad(format!(
@@ -166,6 +179,11 @@ impl RxRing {
         if opts.ignore_outgoing {
             sys::set_int(fd.as_fd(), sol, libc::PACKET_IGNORE_OUTGOING, 1)
                 .map_err(err("setsockopt PACKET_IGNORE_OUTGOING"))?;
+        }
+        if opts.vnet_hdr {
+            // Before the ring: the kernel refuses the option on a socket with one (EBUSY).
+            sys::set_int(fd.as_fd(), sol, libc::PACKET_VNET_HDR, 1)
+                .map_err(err("setsockopt PACKET_VNET_HDR"))?;
         }
         let req = libc::tpacket_req3 {
             tp_block_size: opts.block_size as u32,
@@ -226,6 +244,7 @@ impl RxRing {
             ifindex,
             next: 0,
             totals: RxStats::default(),
+            vnet_hdr: opts.vnet_hdr,
         })
     }
 
@@ -256,7 +275,7 @@ impl RxRing {
             let Some(block) = self.ring.user_block(i) else {
                 break;
             };
-            frames += for_each_in_block(block, &mut f);
+            frames += for_each_in_block(block, self.vnet_hdr, &mut f);
             self.ring.release(i);
             self.next = (i + 1) % self.ring.count();
         }

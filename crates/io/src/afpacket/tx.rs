@@ -23,6 +23,9 @@ pub struct TxOptions {
     /// SO_SNDBUF in bytes (the kernel caps it at `net.core.wmem_max` and doubles it);
     /// `None` keeps the system default.
     pub sndbuf: Option<usize>,
+    /// PACKET_VNET_HDR: every frame given to [`TxSocket::send_batch`] starts with a
+    /// virtio-net header giving its offload state (see [`super::vnet`]); default `false`.
+    pub vnet_hdr: bool,
 }
 
 impl Default for TxOptions {
@@ -30,6 +33,7 @@ impl Default for TxOptions {
         Self {
             qdisc_bypass: true,
             sndbuf: None,
+            vnet_hdr: false,
         }
     }
 }
@@ -75,6 +79,14 @@ impl TxSocket {
             let name = libc::PACKET_QDISC_BYPASS;
             set(libc::SOL_PACKET, name, "PACKET_QDISC_BYPASS", 1)?;
         }
+        if opts.vnet_hdr {
+            set(
+                libc::SOL_PACKET,
+                libc::PACKET_VNET_HDR,
+                "PACKET_VNET_HDR",
+                1,
+            )?;
+        }
         if let Some(bytes) = opts.sndbuf {
             let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
             set(libc::SOL_SOCKET, libc::SO_SNDBUF, "SO_SNDBUF", v)?;
@@ -102,7 +114,9 @@ impl TxSocket {
     /// - Any other error: `Ok(k)` if `k > 0` frames went out before it (calling again with
     ///   the rest reports it), `Err` if none did.
     ///
-    /// Each frame must be at least 14 bytes (an Ethernet header) and at most the MTU + 14.
+    /// Each frame must be at least 14 bytes (an Ethernet header) and at most the MTU + 14,
+    /// after the 10-byte virtio-net header that starts it on a socket opened with
+    /// [`TxOptions::vnet_hdr`].
     pub fn send_batch<'a>(
         &mut self,
         n: usize,
