@@ -176,10 +176,17 @@ impl FramePool {
             return Err(FrameError::BufferTooShort { len });
         }
         let base = i * self.words_per_slot;
-        for (k, chunk) in out[..len].chunks_mut(8).enumerate() {
+        let words = &self.words[base..base + len.div_ceil(8)];
+        // Whole words, then the tail: each whole word is one load and one store (a copy of
+        // a length the compiler cannot see would be a call to memcpy per word).
+        let (full, tail) = out[..len].split_at_mut(len & !7);
+        for (w, chunk) in words.iter().zip(full.chunks_exact_mut(8)) {
             // ORDERING: Relaxed; ordered by the state word (module docs).
-            let w = self.words[base + k].load(Ordering::Relaxed).to_le_bytes();
-            chunk.copy_from_slice(&w[..chunk.len()]);
+            chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        if let Some(w) = words.get(full.len() / 8).filter(|_| !tail.is_empty()) {
+            // ORDERING: Relaxed; as above.
+            tail.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes()[..tail.len()]);
         }
         // ORDERING: Release: the copy above happens before the writer's Acquire load that
         // sees FREE and rewrites the words. AcqRel is not needed on success (nothing read
@@ -281,11 +288,19 @@ impl FrameWriter {
                 // reads the words of a WRITING slot.
                 st.store(WRITING, Ordering::Relaxed);
                 let base = (first + slot) * pool.words_per_slot;
-                for (k, chunk) in frame.chunks(8).enumerate() {
-                    let mut b = [0u8; 8];
-                    b[..chunk.len()].copy_from_slice(chunk);
+                let words = &pool.words[base..base + frame.len().div_ceil(8)];
+                // Whole words, then the tail padded with zeros (see `take_into`).
+                let (full, tail) = frame.split_at(frame.len() & !7);
+                for (w, chunk) in words.iter().zip(full.chunks_exact(8)) {
+                    let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
                     // ORDERING: Relaxed; published by the READY store below.
-                    pool.words[base + k].store(u64::from_le_bytes(b), Ordering::Relaxed);
+                    w.store(v, Ordering::Relaxed);
+                }
+                if !tail.is_empty() {
+                    let mut b = [0u8; 8];
+                    b[..tail.len()].copy_from_slice(tail);
+                    // ORDERING: Relaxed; as above.
+                    words[full.len() / 8].store(u64::from_le_bytes(b), Ordering::Relaxed);
                 }
                 // ORDERING: Release publishes the words to the reader's Acquire load.
                 st.store(READY | (frame.len() as u64) << 2, Ordering::Release);
