@@ -19,7 +19,7 @@ usage() {
 usage: $0 [--quick] [--senders "1 2 4 8 16 32"] [--modes "pspat htb none"]
           [--sets "shares cpu"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
           [--link-mbit N] [--overload X] [--alg NAME] [--sink-spin-us N]
-          [--shaper-nice N] [--sink-nice N] [--shape-args "OPTIONS"]
+          [--shaper-nice N] [--sink-nice N] [--shaper-cpus LIST] [--shape-args "OPTIONS"]
 
 Runs, for each set, each number of senders M and each mode, one measurement:
   modes  pspat: 'pspat shape' forwards s1 -> r1 (AF_PACKET), scheduled by a generated
@@ -32,14 +32,17 @@ Runs, for each set, each number of senders M and each mode, one measurement:
          cpu:    link of 10 Gbit/s, senders as fast as they can: the CPU is the limit;
                  measures delivered packets per second
 --quick: M in 2 8, shorter runs (about 1.5 minutes in all).
---sink-spin-us N: the busy-polling sink spins N us (default 50) after each datagram, then
-  sleeps until the next; 0: it spins all the time (best on a CPU of its own, worse on a
-  shared one: see docs/EXPERIMENTS.md).
+--sink-spin-us N|block: "block" (the default): the sink sleeps in recvmmsg and never
+  spins; N: it busy-polls, spinning N us after each datagram before it sleeps (0: it
+  spins all the time). Spinning suits a sink with a CPU of its own; here it shares one
+  with the shaper and takes its time (see docs/EXPERIMENTS.md).
 --shaper-nice N: pspat shape's nice value (default -20: it shares the CPUs with the
   senders and the sink; the kernel's forwarding work that HTB does runs in softirq context).
 --sink-nice N: the sink's nice value (default -20, as the shaper's: on the CPU the two
   share, a sink at 0 is starved by the shaper, overflows its socket buffer and counts
   less than the shaper delivered; HTB's sink has its CPU to itself either way).
+--shaper-cpus LIST: the CPUs pspat shape runs on (taskset -c; default: the last CPU, the
+  one the senders do not use, which it shares with the sink).
 --shape-args "OPTIONS": more options for pspat shape, e.g. "--handoff dispatchers:2".
 Needs root (network namespaces). Removes everything it created, also on error or Ctrl-C.
 EOF
@@ -55,9 +58,10 @@ duration=""          # counting window per run, seconds (default 3, quick 1.5)
 warmup=""            # seconds before counting (default 1, quick 0.5)
 link_mbit=200        # the 'shares' set's link
 alg="wf2q+"          # pspat's scheduling algorithm
-sink_spin_us=50
+sink_spin_us=block   # the sink sleeps in recvmmsg (see --help and docs/EXPERIMENTS.md)
 shaper_nice=-20      # pspat shape runs at this nice value (see docs/EXPERIMENTS.md)
 sink_nice=-20        # udpsink runs at this nice value (see --help)
+shaper_cpus=""       # CPUs pspat shape may run on (default: the sink's, the last one)
 shape_args=""        # more options for pspat shape (e.g. "--handoff dispatchers:2")
 quick=0
 
@@ -89,6 +93,7 @@ while [ $# -gt 0 ]; do
         --shape-args) shape_args="$2"; shift ;;
         --shaper-nice) shaper_nice="$2"; shift ;;
         --sink-nice) sink_nice="$2"; shift ;;
+        --shaper-cpus) shaper_cpus="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -101,6 +106,12 @@ if [ "$quick" = 1 ]; then
 fi
 duration=${duration:-3}
 warmup=${warmup:-1}
+
+if [ "$sink_spin_us" = block ]; then
+    sink_poll=""
+else
+    sink_poll="--busy-poll --spin-us $sink_spin_us"
+fi
 
 if [ "$(id -u)" != 0 ]; then
     echo "error: run as root: the kit creates network namespaces and veth pairs" >&2
@@ -187,12 +198,15 @@ ip -n "$ns_shp" link set s1 promisc on
 ip -n "$ns_shp" link set r1 promisc on
 
 # ---- helpers -------------------------------------------------------------------------------
-# The busy-polling sink spins on the last CPU, the senders run on the others (with the
-# kernel's forwarding work, done in their softirq context): a sink that shared its CPU with
-# the senders would fall behind them, and its socket buffer would become the bottleneck.
+# The sink runs on the last CPU, the senders on the others (with the kernel's forwarding
+# work, done in their softirq context): a sink that shared its CPU with the senders would
+# fall behind them, and its socket buffer would become the bottleneck. pspat shape runs on
+# the CPUs the senders leave (--shaper-cpus): unpinned, the scheduler moved its threads
+# among the senders' and it forwarded half as much at 8 senders or more.
 ncpu=$(nproc)
 sink_cpu=$((ncpu - 1))
 if [ "$ncpu" -ge 2 ]; then gen_cpus="0-$((ncpu - 2))"; else gen_cpus=0; fi
+shaper_cpus=${shaper_cpus:-$sink_cpu}
 
 # weight of sender $1
 weight_of() { local w; IFS=, read -ra w <<<"$weights"; echo "${w[$(($1 % ${#w[@]}))]}"; }
@@ -300,7 +314,7 @@ run_one() { # set mode m
             pspat_config "$link" "$m" "$dir/config.ipfw"
             "$pspat_bin" config check --quiet "$dir/config.ipfw" >/dev/null
             # `ip netns exec` execs the command: $! is pspat's own PID.
-            ip netns exec "$ns_shp" nice -n "$shaper_nice" "$pspat_bin" shape --in s1 --out r1 --config "$dir/config.ipfw" $shape_args \
+            ip netns exec "$ns_shp" nice -n "$shaper_nice" taskset -c "$shaper_cpus" "$pspat_bin" shape --in s1 --out r1 --config "$dir/config.ipfw" $shape_args \
                 --json "$dir/shape.json" >"$dir/shape.out" 2>"$dir/shape.err" &
             shaper=$!
             pids+=("$shaper")
@@ -309,7 +323,7 @@ run_one() { # set mode m
     esac
     ip netns exec "$ns_rcv" nice -n "$sink_nice" "$pspat_bin" udpsink --bind "10.77.0.2:$port" --duration "$sink_s" \
         --warmup "$warmup" --measure "$duration" --idle 1 --cpu "$sink_cpu" \
-        --busy-poll --spin-us "$sink_spin_us" \
+        $sink_poll \
         --json "$dir/sink.json" >"$dir/sink.out" 2>"$dir/sink.err" &
     sink=$!
     pids+=("$sink")
