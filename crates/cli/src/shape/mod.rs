@@ -249,9 +249,11 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
             frames: FramePool::writer(&pool, client.id()),
             client,
             counters: Arc::clone(&counters[k]),
-            max_frame,
-            dir: a.dir,
-            vnet,
+            out: rx::Out {
+                max_frame,
+                dir: a.dir,
+                vnet,
+            },
         };
         let stop = Arc::clone(&stop);
         threads.push(

@@ -63,12 +63,8 @@ pub struct Forwarder {
     pub client: Client,
     pub frames: FrameWriter,
     pub counters: Arc<RxCounters>,
-    /// The longest frame the output interface sends.
-    pub max_frame: usize,
-    /// The direction rules see these frames in.
-    pub dir: Direction,
-    /// The ring and the output socket carry a virtio-net header before each frame.
-    pub vnet: bool,
+    /// Where and how the frames go on.
+    pub out: Out,
 }
 
 impl Forwarder {
@@ -90,13 +86,12 @@ impl Forwarder {
             match self.ring.wait(timeout) {
                 Ok(false) => {}
                 Ok(true) => {
-                    let (client, frames, counters) =
-                        (&mut self.client, &mut self.frames, &*self.counters);
-                    let out = Out {
-                        max_frame: self.max_frame,
-                        dir: self.dir,
-                        vnet: self.vnet,
-                    };
+                    let (client, frames, counters, out) = (
+                        &mut self.client,
+                        &mut self.frames,
+                        &*self.counters,
+                        self.out,
+                    );
                     self.ring.for_each_frame(|f| {
                         forward(client, frames, counters, out, &f, &mut scratch)
                     });
@@ -122,14 +117,14 @@ impl Forwarder {
 }
 
 /// Where and how received frames go on.
-#[derive(Clone, Copy)]
-struct Out {
+#[derive(Clone, Copy, Debug)]
+pub struct Out {
     /// The longest frame the output interface sends.
-    max_frame: usize,
+    pub max_frame: usize,
     /// The direction rules see the frames in.
-    dir: Direction,
-    /// A virtio-net header goes before each frame.
-    vnet: bool,
+    pub dir: Direction,
+    /// The ring and the output socket carry a virtio-net header before each frame.
+    pub vnet: bool,
 }
 
 /// What the output socket is given for a frame: the bytes, and how many of them are the
