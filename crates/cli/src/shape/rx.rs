@@ -188,6 +188,18 @@ fn write_image(
     out: &mut [u8],
 ) -> Result<(usize, bool), Unsendable> {
     let (tag, hdr) = sendable(f, vnet, max_frame, out.len())?;
+    rebuild(f, vnet, tag, hdr, out)
+}
+
+/// [`write_image`] once [`sendable`] gave the tag and header lengths (and `out` is known
+/// to hold them and the frame).
+fn rebuild(
+    f: &Frame<'_>,
+    vnet: bool,
+    tag: usize,
+    hdr: usize,
+    out: &mut [u8],
+) -> Result<(usize, bool), Unsendable> {
     let n = hdr + f.data.len() + tag;
     let out = &mut out[..n];
     if let Some(h) = f.vnet.filter(|_| vnet) {
@@ -221,7 +233,7 @@ fn image<'a>(
     if tag == 0 && !f.csum_not_ready {
         return Ok((Image { bytes: f.data, hdr }, false));
     }
-    let (n, completed) = write_image(f, vnet, max_frame, scratch)?;
+    let (n, completed) = rebuild(f, vnet, tag, hdr, scratch)?;
     Ok((
         Image {
             bytes: &scratch[..n],
