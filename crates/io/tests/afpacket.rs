@@ -408,7 +408,7 @@ fn a_partial_checksum_crosses_with_its_vnet_header_and_not_without() {
             if rx.wait(Duration::from_millis(20)).unwrap() {
                 rx.for_each_frame(|f| {
                     if is_ours(f.data) {
-                        got = Some((f.vnet, f.csum_not_ready, f.with_vnet.to_vec()));
+                        got = Some((f.vnet(), f.csum_not_ready, f.with_vnet.to_vec()));
                     }
                 });
             }

@@ -166,7 +166,7 @@ fn sendable(
     }
     // A ring without the header cannot feed a socket that expects one (never happens:
     // both are opened with the same setting).
-    if vnet && f.vnet.is_none() {
+    if vnet && f.with_vnet.is_empty() {
         return Err(Unsendable::Truncated);
     }
     let tag = if f.vlan_tci.is_some() { 4 } else { 0 };
@@ -202,7 +202,7 @@ fn rebuild(
 ) -> Result<(usize, bool), Unsendable> {
     let n = hdr + f.data.len() + tag;
     let out = &mut out[..n];
-    if let Some(h) = f.vnet.filter(|_| vnet) {
+    if let Some(h) = f.vnet().filter(|_| vnet) {
         // The tag goes in before the network header: offsets from the frame's start move.
         h.shifted(tag as u16).ok_or(Unsendable::TooLong)?.write(out);
     }
@@ -405,7 +405,6 @@ mod tests {
             ts_ns: 0,
             vlan_tci: tci,
             csum_not_ready: not_ready,
-            vnet: vnet.then(|| VnetHdr::parse(with_vnet).unwrap()),
             with_vnet: if vnet { with_vnet } else { &[] },
         }
     }

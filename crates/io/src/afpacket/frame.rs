@@ -32,13 +32,18 @@ pub struct Frame<'a> {
     /// by hardware that a veth pair does not have. Forward it as is and the receiver
     /// drops it; a forwarder completes the checksum first.
     pub csum_not_ready: bool,
-    /// The frame's offload state, from a ring opened with [`super::RxOptions::vnet_hdr`]
-    /// (`None` otherwise): see [`super::vnet`].
-    pub vnet: Option<VnetHdr>,
     /// With [`super::RxOptions::vnet_hdr`]: the header's 10 bytes and then `data`, one
     /// slice of the ring, as a send socket with [`super::TxOptions::vnet_hdr`] takes it.
-    /// Empty otherwise.
+    /// Empty otherwise. [`Frame::vnet`] decodes the header.
     pub with_vnet: &'a [u8],
+}
+
+impl Frame<'_> {
+    /// The frame's offload state, from a ring opened with [`super::RxOptions::vnet_hdr`]
+    /// (`None` otherwise): see [`super::vnet`].
+    pub fn vnet(&self) -> Option<VnetHdr> {
+        VnetHdr::parse(self.with_vnet)
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -70,15 +75,14 @@ fn frame_at(block: &[u8], at: usize, vnet: bool) -> Option<(Frame<'_>, u32)> {
     let start = at.checked_add(mac)?;
     let end = start.checked_add(snaplen)?;
     let data = block.get(start..end)?;
-    let (vnet, with_vnet) = if vnet {
+    let with_vnet = if vnet {
         let from = start.checked_sub(VNET_HDR_LEN)?;
         if from < at + size_of::<H3>() {
             return None;
         }
-        let all = block.get(from..end)?;
-        (Some(VnetHdr::parse(all)?), all)
+        block.get(from..end)?
     } else {
-        (None, &[][..])
+        &[][..]
     };
     let status = u32_at(block, at + STATUS)?;
     let vlan_tci = (status & libc::TP_STATUS_VLAN_VALID != 0)
@@ -92,7 +96,6 @@ fn frame_at(block: &[u8], at: usize, vnet: bool) -> Option<(Frame<'_>, u32)> {
         ts_ns,
         vlan_tci,
         csum_not_ready: status & libc::TP_STATUS_CSUMNOTREADY != 0,
-        vnet,
         with_vnet,
     };
     Some((frame, u32_at(block, at + NEXT)?))
@@ -222,7 +225,7 @@ mod tests {
         VnetHdr::default().write(&mut blk[second + 58..]);
         let mut seen = Vec::new();
         let n = for_each_in_block(&blk, true, &mut |f: Frame<'_>| {
-            seen.push((f.vnet, f.with_vnet.to_vec(), f.data.to_vec()))
+            seen.push((f.vnet(), f.with_vnet.to_vec(), f.data.to_vec()))
         });
         assert_eq!(n, 2);
         assert_eq!(seen[0].0, Some(h));
@@ -239,7 +242,7 @@ mod tests {
         // Without vnet the same block gives no header.
         let mut none = 0;
         for_each_in_block(&blk, false, &mut |f: Frame<'_>| {
-            assert!(f.vnet.is_none() && f.with_vnet.is_empty());
+            assert!(f.vnet().is_none() && f.with_vnet.is_empty());
             none += 1;
         });
         assert_eq!(none, 2);

@@ -90,7 +90,7 @@
 //!
 //! - `PACKET_VNET_HDR` ([`RxOptions::vnet_hdr`], default off): the kernel writes each
 //!   frame's offload state (checksum partial or verified, GSO) in a virtio-net header right
-//!   before it ([`Frame::vnet`], [`Frame::with_vnet`]). Linux 5.1 or later.
+//!   before it ([`Frame::with_vnet`], [`Frame::vnet`]). Linux 5.1 or later.
 //!
 //! **VLAN tags.** Linux removes the 802.1Q tag of a received frame before any packet
 //! socket sees it: the driver's VLAN offload does, or else the receive path does it in
