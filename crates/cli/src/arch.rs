@@ -61,9 +61,11 @@ pub struct ArchArgs {
         default_value = "pspat,lock"
     )]
     arch: Vec<Arch>,
-    /// Backend the packets leave through (udp arrives with its own branch).
-    #[arg(long, value_enum, default_value_t = BackendArg::Null)]
-    backend: BackendArg,
+    /// Backend the packets leave through: null (count them, send nothing), udp
+    /// (`udp:HOST:PORT`; plain `udp` is 127.0.0.1:9000), pcap:FILE, or
+    /// afpacket:IF[,...] as in `pspat run`. The same backend serves both architectures.
+    #[arg(long, value_name = "SPEC", default_value = "null")]
+    backend: String,
     /// Scheduling algorithm: a name or alias from `pspat algorithms`.
     #[arg(long, value_name = "NAME", default_value = "qfq+")]
     alg: String,
@@ -190,14 +192,6 @@ impl Arch {
             Arch::Lock => "lock",
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum BackendArg {
-    /// Counts packets, sends nothing.
-    Null,
-    /// UDP to loopback (not in this build yet).
-    Udp,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -337,6 +331,8 @@ struct Point {
     arch: Arch,
     clients: usize,
     decisions_per_s: f64,
+    /// Packets per second the backend took (with `null`, every released packet).
+    sent_per_s: f64,
     /// Bits per second released onto the emulated link (the link rate when it binds).
     released_bps: f64,
     /// Single-thread enqueue+dequeue pairs per second of the same algorithm and flows.
@@ -357,6 +353,8 @@ struct Point {
     decisions_total: u64,
     /// Packets dropped by the scheduler (all reasons) during the whole point.
     drops: u64,
+    /// Packets the backend refused (counted, not sent) during the whole point.
+    send_failed: u64,
     /// Submissions refused with MailboxFull (backpressure) during the whole point.
     mailbox_full: u64,
     /// Lock baseline: submits that found the lock taken.
@@ -522,6 +520,12 @@ fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point> {
         .zip(&a.clients)
         .map(|(b, a)| b.scheduled_bytes - a.scheduled_bytes)
         .sum();
+    let sent: u64 = b
+        .clients
+        .iter()
+        .zip(&a.clients)
+        .map(|(b, a)| b.sent - a.sent)
+        .sum();
     let greedy_bytes: Vec<u64> = (0..n_greedy)
         .map(|i| b.clients[i].scheduled_bytes - a.clients[i].scheduled_bytes)
         .collect();
@@ -568,6 +572,7 @@ fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point> {
         arch: spec.arch,
         clients: n_greedy,
         decisions_per_s,
+        sent_per_s: sent as f64 / dt,
         released_bps: bytes as f64 * 8.0 / dt,
         limit_per_s: limits.flat,
         of_limit: ratio(decisions_per_s, limits.flat),
@@ -578,6 +583,7 @@ fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point> {
         victim,
         decisions_total: s.iter().map(|c| c.scheduled).sum(),
         drops: s.iter().map(|c| c.dropped_total()).sum(),
+        send_failed: s.iter().map(|c| c.send_failed).sum(),
         mailbox_full: s.iter().map(|c| c.mailbox_full).sum(),
         lock_contended: contended,
         stalls,
@@ -759,7 +765,7 @@ fn measure_limit(
 struct ThroughputOut<'a> {
     mode: &'static str,
     alg: &'a str,
-    backend: &'static str,
+    backend: &'a str,
     handoff: String,
     rate_bps: u64,
     len: u32,
@@ -799,7 +805,7 @@ struct StabilityResult {
 struct StabilityOut<'a> {
     mode: &'static str,
     alg: &'a str,
-    backend: &'static str,
+    backend: &'a str,
     handoff: String,
     len: u32,
     duration_s: f64,
@@ -809,14 +815,9 @@ struct StabilityOut<'a> {
 }
 
 pub fn run(a: ArchArgs) -> Result<()> {
-    let backend: Arc<dyn Backend> = match a.backend {
-        BackendArg::Null => Arc::new(pspat_io::null::Null),
-        BackendArg::Udp => return Err(Usage(
-            "--backend udp: this build has only the null backend (udp comes with its own branch)"
-                .into(),
-        )
-        .into()),
-    };
+    let backend: Arc<dyn Backend> = pspat_io::parse_backend(&a.backend)
+        .map_err(|e| Usage(format!("--backend: {e}")))?
+        .into();
     if a.arch.is_empty() {
         return Err(Usage("--arch needs at least one of pspat, lock".into()).into());
     }
@@ -908,7 +909,7 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
         let out = ThroughputOut {
             mode: "throughput",
             alg: &a.alg,
-            backend: "null",
+            backend: &a.backend,
             handoff: a.handoff.to_string(),
             rate_bps: a.rate,
             len: a.len,
@@ -921,8 +922,9 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
         return emit(&serde_json::to_string(&out)?);
     }
     emit(&format!(
-        "bench arch: alg {} backend null handoff {} rate {} len {} B, {:.2} s per point{}",
+        "bench arch: alg {} backend {} handoff {} rate {} len {} B, {:.2} s per point{}",
         a.alg,
+        a.backend,
         a.handoff,
         if a.rate == 0 {
             "unlimited".to_owned()
@@ -949,6 +951,7 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
                 p.arch.name().to_owned(),
                 p.clients.to_string(),
                 format!("{:.3}", p.decisions_per_s / 1e6),
+                format!("{:.3}", p.sent_per_s / 1e6),
                 format!("{:.3}", p.limit_per_s / 1e6),
                 format!("{:.2}", p.of_limit),
                 format!("{:.3}", p.limit_backlogged_per_s / 1e6),
@@ -958,6 +961,7 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
                 v.map_or("-".into(), |v| us(v.p99_ns)),
                 v.map_or("-".into(), |v| us(v.max_ns)),
                 p.drops.to_string(),
+                p.send_failed.to_string(),
                 p.mailbox_full.to_string(),
                 p.stalls
                     .as_ref()
@@ -973,6 +977,7 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
             "arch",
             "clients",
             "Mdec/s",
+            "Msent/s",
             "limit",
             "of-limit",
             "limit-bl",
@@ -982,12 +987,13 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
             "p99us",
             "maxus",
             "drops",
+            "sendfail",
             "full",
             "stall%",
             "stall-p99us",
         ],
         &rows,
-        &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+        &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
     );
     emit(t.trim_end())?;
     for r in &ratios {
@@ -1059,7 +1065,7 @@ fn stability(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
         let out = StabilityOut {
             mode: "stability",
             alg: &a.alg,
-            backend: "null",
+            backend: &a.backend,
             handoff: a.handoff.to_string(),
             len: a.len,
             duration_s: a.duration.as_secs_f64(),
@@ -1150,8 +1156,8 @@ fn plot(path: &std::path::Path, points: &[Point], a: &ArchArgs) -> Result<()> {
         (
             &top,
             format!(
-                "{}: scheduler decisions per second ({} B, null backend)",
-                a.alg, a.len
+                "{}: scheduler decisions per second ({} B, {} backend)",
+                a.alg, a.len, a.backend
             ),
             "Mdecisions/s".to_owned(),
             series(&|p| Some(p.decisions_per_s / 1e6)),
