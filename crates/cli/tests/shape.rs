@@ -293,8 +293,12 @@ fn shares_10_to_1(sw_checksum: bool) {
         "--json",
         shape_json.to_str().unwrap(),
     ];
+    // The software-checksum run also pins its receiving thread (to the last CPU this
+    // process may use, where the scheduler would likely put it anyway): a failed pin
+    // stops the shaper, and the shares below would not be measured.
+    let last_cpu = last_allowed_cpu();
     if sw_checksum {
-        shape_args.push("--sw-checksum");
+        shape_args.extend(["--sw-checksum", "--rx-cpus", &last_cpu]);
     }
     let mut shaper = start_ready(t.pspat("shp", &shape_args), "pspat shape");
     let bind = format!("{}:9000", t.addr(2));
@@ -425,6 +429,19 @@ fn shares_10_to_1(sw_checksum: bool) {
     assert_eq!(queues.len(), 2, "one queue per flowset: {shape}");
 }
 
+/// The highest CPU in this process's affinity mask (`/proc/self/status`).
+fn last_allowed_cpu() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list in /proc/self/status")
+        .trim();
+    // "0-3,8,10-11": the last number is the highest CPU.
+    let last = list.rsplit([',', '-']).next().unwrap();
+    last.parse::<usize>().expect("a CPU number").to_string()
+}
+
 #[test]
 fn bad_interfaces_and_options_are_named() {
     let run = |args: &[&str]| {
@@ -470,4 +487,16 @@ fn bad_interfaces_and_options_are_named() {
         "1000",
     ]);
     assert!(e.contains("--mailbox 1000"), "{e}");
+    let e = run(&[
+        "shape",
+        "--in",
+        "a",
+        "--out",
+        "b",
+        "--config",
+        cfg,
+        "--rx-cpus",
+        "0,100000",
+    ]);
+    assert!(e.contains("--rx-cpus: CPU 100000"), "{e}");
 }

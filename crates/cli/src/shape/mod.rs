@@ -94,6 +94,11 @@ pub struct ShapeArgs {
     /// Pin the arbiter to this CPU.
     #[arg(long, value_name = "CPU")]
     pub arbiter_cpu: Option<usize>,
+    /// Pin the receiving threads to these CPUs (thread k to the k-th, round robin), e.g.
+    /// beside the senders of a small machine, where the kernel already did the rest of
+    /// each frame's receive work, leaving the arbiter's CPU to scheduling and transmit.
+    #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
+    pub rx_cpus: Vec<usize>,
     /// AF_PACKET RX ring: blocks per receiving thread (4 MiB with the default block: a
     /// larger ring only lengthens the wait of frames the shaper cannot keep up with).
     #[arg(long, default_value_t = 256, value_name = "N")]
@@ -143,6 +148,10 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     }
     if !(1..=64).contains(&a.rx_threads) {
         bail!("--rx-threads {}: expected 1..=64", a.rx_threads);
+    }
+    let allowed = pspat_io::cpu::allowed_cpus();
+    if let Some(&cpu) = a.rx_cpus.iter().find(|c| !allowed.contains(c)) {
+        bail!("--rx-cpus: CPU {cpu} is not one this process may run on (allowed: {allowed:?})");
     }
     if !a.mailbox.is_power_of_two() || a.mailbox < 64 {
         bail!(
@@ -256,10 +265,18 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
             },
         };
         let stop = Arc::clone(&stop);
+        let cpu = (!a.rx_cpus.is_empty()).then(|| a.rx_cpus[k % a.rx_cpus.len()]);
         threads.push(
             std::thread::Builder::new()
                 .name(format!("pspat-rx{k}"))
-                .spawn(move || fw.run(&stop))
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        if let Err(e) = pspat_io::cpu::pin_current_thread(cpu) {
+                            return Some(format!("pinning to CPU {cpu}: {e}"));
+                        }
+                    }
+                    fw.run(&stop)
+                })
                 .context("starting a receiving thread")?,
         );
     }
@@ -592,6 +609,8 @@ impl Summary<'_> {
             "output": self.a.output,
             "config": self.a.config.display().to_string(),
             "rx_threads": self.a.rx_threads,
+            "rx_cpus": self.a.rx_cpus,
+            "arbiter_cpu": self.a.arbiter_cpu,
             "handoff": self.a.handoff.to_string(),
             "seconds": secs,
             "interrupted": self.interrupted,
