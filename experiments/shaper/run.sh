@@ -20,6 +20,7 @@ usage: $0 [--quick] [--senders "1 2 4 8 16 32"] [--modes "pspat htb none"]
           [--sets "shares cpu"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
           [--link-mbit N] [--overload X] [--alg NAME] [--sink-spin-us N]
           [--shaper-nice N] [--sink-nice N] [--shaper-cpus LIST] [--shape-args "OPTIONS"]
+          [--receiver-rps MASK|off]
 
 Runs, for each set, each number of senders M and each mode, one measurement:
   modes  pspat: 'pspat shape' forwards s1 -> r1 (AF_PACKET), scheduled by a generated
@@ -44,6 +45,11 @@ Runs, for each set, each number of senders M and each mode, one measurement:
 --shaper-cpus LIST: the CPUs pspat shape runs on (taskset -c; default: the last CPU, the
   one the senders do not use, which it shares with the sink).
 --shape-args "OPTIONS": more options for pspat shape, e.g. "--handoff dispatchers:2".
+--receiver-rps MASK|off: RPS CPU mask (hex) of the receiver's interface r0, in every mode
+  (default: the senders' CPUs, all but the last). The receiver's IP and UDP work runs on
+  the CPU that put the frame into r0's veth pair: the senders' for the kernel bridge (HTB,
+  none), the shaper's for pspat, beside the shaper. On a real network the receiver is
+  another machine; RPS keeps its work off the shaper's CPU. "off": no RPS.
 Needs root (network namespaces). Removes everything it created, also on error or Ctrl-C.
 EOF
 }
@@ -62,6 +68,7 @@ sink_spin_us=block   # the sink sleeps in recvmmsg (see --help and docs/EXPERIME
 shaper_nice=-20      # pspat shape runs at this nice value (see docs/EXPERIMENTS.md)
 sink_nice=-20        # udpsink runs at this nice value (see --help)
 shaper_cpus=""       # CPUs pspat shape may run on (default: the sink's, the last one)
+receiver_rps=""      # RPS mask of the receiver's r0 (default: the senders' CPUs; off: none)
 shape_args=""        # more options for pspat shape (e.g. "--handoff dispatchers:2")
 quick=0
 
@@ -94,6 +101,7 @@ while [ $# -gt 0 ]; do
         --shaper-nice) shaper_nice="$2"; shift ;;
         --sink-nice) sink_nice="$2"; shift ;;
         --shaper-cpus) shaper_cpus="$2"; shift ;;
+        --receiver-rps) receiver_rps="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -207,6 +215,17 @@ ncpu=$(nproc)
 sink_cpu=$((ncpu - 1))
 if [ "$ncpu" -ge 2 ]; then gen_cpus="0-$((ncpu - 2))"; else gen_cpus=0; fi
 shaper_cpus=${shaper_cpus:-$sink_cpu}
+# The receiving host's protocol work (IP and UDP delivery to the sink's socket) runs where
+# a frame enters r0: on whichever CPU transmitted it into the veth pair, the senders' for
+# the kernel's bridge (HTB, none), the shaper's for pspat, where it takes the shaper's CPU.
+# On a real network the receiver is another machine. RPS on r0 (--receiver-rps, the
+# same in every mode) sends that work to the senders' CPUs in every mode.
+if [ -z "$receiver_rps" ]; then
+    if [ "$ncpu" -ge 2 ]; then receiver_rps=$(printf '%x' $(( (1 << (ncpu - 1)) - 1 ))); else receiver_rps=off; fi
+fi
+if [ "$receiver_rps" != off ]; then
+    in_ns "$ns_rcv" sh -c "echo $receiver_rps > /sys/class/net/r0/queues/rx-0/rps_cpus"
+fi
 
 # weight of sender $1
 weight_of() { local w; IFS=, read -ra w <<<"$weights"; echo "${w[$(($1 % ${#w[@]}))]}"; }
