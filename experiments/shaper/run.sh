@@ -128,6 +128,10 @@ fi
 for tool in ip tc awk; do
     command -v "$tool" >/dev/null || { echo "error: '$tool' is not installed" >&2; exit 1; }
 done
+case "$receiver_rps" in
+    ''|off) ;;
+    *[!0-9a-fA-F,]*) echo "error: --receiver-rps '$receiver_rps': expected a hex CPU mask or off" >&2; exit 2 ;;
+esac
 for m in $modes; do
     case "$m" in pspat|htb|none) ;; *) echo "error: unknown mode '$m'" >&2; exit 2 ;; esac
 done
@@ -220,8 +224,20 @@ shaper_cpus=${shaper_cpus:-$sink_cpu}
 # the kernel's bridge (HTB, none), the shaper's for pspat, where it takes the shaper's CPU.
 # On a real network the receiver is another machine. RPS on r0 (--receiver-rps, the
 # same in every mode) sends that work to the senders' CPUs in every mode.
+# the sysfs CPU mask (comma-separated 32-bit hex groups, most significant first) of CPUs
+# 0..$1-1
+low_cpus_mask() {
+    local n=$1 groups="" bits g
+    while [ "$n" -gt 0 ] || [ -z "$groups" ]; do
+        bits=$(( n > 32 ? 32 : n ))
+        g=$(printf '%08x' $(( (1 << bits) - 1 )))
+        groups="$g${groups:+,$groups}"
+        n=$(( n - bits ))
+    done
+    echo "$groups"
+}
 if [ -z "$receiver_rps" ]; then
-    if [ "$ncpu" -ge 2 ]; then receiver_rps=$(printf '%x' $(( (1 << (ncpu - 1)) - 1 ))); else receiver_rps=off; fi
+    if [ "$ncpu" -ge 2 ]; then receiver_rps=$(low_cpus_mask $((ncpu - 1))); else receiver_rps=off; fi
 fi
 if [ "$receiver_rps" != off ]; then
     in_ns "$ns_rcv" sh -c "echo $receiver_rps > /sys/class/net/r0/queues/rx-0/rps_cpus"
