@@ -29,6 +29,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use pspat_engine::clock;
 use pspat_engine::latency::LatencyBoard;
+use pspat_engine::stats::ClientSnapshot;
 use pspat_engine::{
     Client, ClientConfig, Engine, EngineConfig, EngineSnapshot, Handoff, LockClient, LockedEngine,
     SubmitError,
@@ -508,24 +509,17 @@ fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point> {
     let report = running.stop();
 
     let dt = (b.at_ns - a.at_ns) as f64 / 1e9;
-    let decisions: u64 = b
-        .clients
-        .iter()
-        .zip(&a.clients)
-        .map(|(b, a)| b.scheduled - a.scheduled)
-        .sum();
-    let bytes: u64 = b
-        .clients
-        .iter()
-        .zip(&a.clients)
-        .map(|(b, a)| b.scheduled_bytes - a.scheduled_bytes)
-        .sum();
-    let sent: u64 = b
-        .clients
-        .iter()
-        .zip(&a.clients)
-        .map(|(b, a)| b.sent - a.sent)
-        .sum();
+    // A counter's growth over the measured interval, summed over the clients.
+    let delta = |f: fn(&ClientSnapshot) -> u64| -> u64 {
+        b.clients
+            .iter()
+            .zip(&a.clients)
+            .map(|(b, a)| f(b) - f(a))
+            .sum()
+    };
+    let decisions = delta(|c| c.scheduled);
+    let bytes = delta(|c| c.scheduled_bytes);
+    let sent = delta(|c| c.sent);
     let greedy_bytes: Vec<u64> = (0..n_greedy)
         .map(|i| b.clients[i].scheduled_bytes - a.clients[i].scheduled_bytes)
         .collect();

@@ -475,28 +475,14 @@ fn bad_interfaces_and_options_are_named() {
         "/nonexistent.ipfw",
     ]);
     assert!(e.contains("/nonexistent.ipfw"), "{e}");
-    let e = run(&[
-        "shape",
-        "--in",
-        "a",
-        "--out",
-        "b",
-        "--config",
-        cfg,
-        "--mailbox",
-        "1000",
-    ]);
+    // A good configuration and a bad option: the option is named before any socket opens.
+    let bad = |opt: &[&str]| {
+        let mut args = vec!["shape", "--in", "a", "--out", "b", "--config", cfg];
+        args.extend_from_slice(opt);
+        run(&args)
+    };
+    let e = bad(&["--mailbox", "1000"]);
     assert!(e.contains("--mailbox 1000"), "{e}");
-    let e = run(&[
-        "shape",
-        "--in",
-        "a",
-        "--out",
-        "b",
-        "--config",
-        cfg,
-        "--rx-cpus",
-        "0,100000",
-    ]);
+    let e = bad(&["--rx-cpus", "0,100000"]);
     assert!(e.contains("--rx-cpus: CPU 100000"), "{e}");
 }
