@@ -219,11 +219,6 @@ ncpu=$(nproc)
 sink_cpu=$((ncpu - 1))
 if [ "$ncpu" -ge 2 ]; then gen_cpus="0-$((ncpu - 2))"; else gen_cpus=0; fi
 shaper_cpus=${shaper_cpus:-$sink_cpu}
-# The receiving host's protocol work (IP and UDP delivery to the sink's socket) runs where
-# a frame enters r0: on whichever CPU transmitted it into the veth pair, the senders' for
-# the kernel's bridge (HTB, none), the shaper's for pspat, where it takes the shaper's CPU.
-# On a real network the receiver is another machine. RPS on r0 (--receiver-rps, the
-# same in every mode) sends that work to the senders' CPUs in every mode.
 # the sysfs CPU mask (comma-separated 32-bit hex groups, most significant first) of CPUs
 # 0..$1-1
 low_cpus_mask() {
@@ -236,6 +231,11 @@ low_cpus_mask() {
     done
     echo "$groups"
 }
+# The receiving host's protocol work (IP and UDP delivery to the sink's socket) runs where
+# a frame enters r0: on whichever CPU transmitted it into the veth pair, the senders' for
+# the kernel's bridge (htb, none), the shaper's for pspat. On a real network the receiver
+# is another machine. RPS on r0 (--receiver-rps), set the same way for every mode, sends
+# that work to the senders' CPUs.
 if [ -z "$receiver_rps" ]; then
     if [ "$ncpu" -ge 2 ]; then receiver_rps=$(low_cpus_mask $((ncpu - 1))); else receiver_rps=off; fi
 fi
