@@ -105,6 +105,20 @@ pub struct ArchArgs {
     /// flight in either architecture (the lock-based clients get the same capacity).
     #[arg(long, value_name = "SLOTS", default_value_t = 512, value_parser = parse_mailbox)]
     mailbox: usize,
+    /// PSPAT's Delta_A: the arbiter reads each mailbox at most this often (e.g. 1us, 0).
+    #[arg(long, value_name = "TIME", default_value = "1us", value_parser = parse_time_ns)]
+    delta_a: u64,
+    /// PSPAT's decision aggregation (paper section 6.3.1): one scheduler decision covers up
+    /// to this much link time of consecutive packets of one client and flow (0: off; on an
+    /// unlimited link, up to 64 KiB). The figures then count packets released, several per
+    /// decision.
+    #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse_time_ns)]
+    aggregate: u64,
+    /// Most packets the PSPAT arbiter releases in one scan before it looks at the
+    /// mailboxes again.
+    #[arg(long, value_name = "N", default_value_t = 128,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    scan_batch: u32,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     json: bool,
@@ -165,6 +179,11 @@ fn parse_rate(s: &str) -> Result<u64, String> {
         return Err(format!("rate '{s}' must be 0..=1000T bit/s"));
     }
     Ok((v * scale).round() as u64)
+}
+
+/// A time for an engine setting: `1us`, `500ns`, `0` (see `scenario::parse_duration_ns`).
+fn parse_time_ns(s: &str) -> Result<u64, String> {
+    crate::scenario::parse_duration_ns(s).map_err(|e| format!("{e:#}"))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -307,6 +326,25 @@ struct PointSpec<'a> {
     backend: Arc<dyn Backend>,
     pin: bool,
     mailbox: usize,
+    knobs: Knobs,
+}
+
+/// The PSPAT engine's settings a run may change (the lock baseline has none of them).
+#[derive(Clone, Copy, Debug, Serialize)]
+struct Knobs {
+    delta_a_ns: u64,
+    aggregate_ns: u64,
+    scan_batch: u32,
+}
+
+impl Knobs {
+    fn of(a: &ArchArgs) -> Self {
+        Self {
+            delta_a_ns: a.delta_a,
+            aggregate_ns: a.aggregate,
+            scan_batch: a.scan_batch,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -373,6 +411,11 @@ struct StallSummary {
     #[serde(flatten)]
     gaps: pspat_engine::stall::StallSummary,
     deactivation_fences: u64,
+    /// The arbiter's scans per second over the measured interval, and the decisions of
+    /// an average scan (near `scan_batch`: the arbiter is the bottleneck; far below it:
+    /// it waits for the clients).
+    scans_per_s: f64,
+    decisions_per_scan: f64,
 }
 
 /// One flow per client; the victim's last. A flow's maximum packet length is the packet
@@ -402,6 +445,9 @@ fn engine_config(spec: &PointSpec) -> EngineConfig {
         *f = f.with_limit_pkts(limit);
     }
     cfg.params = spec.params.clone();
+    cfg.delta_a_ns = spec.knobs.delta_a_ns;
+    cfg.aggregate_ns = spec.knobs.aggregate_ns;
+    cfg.scan_batch = spec.knobs.scan_batch;
     cfg.rate_bps = spec.rate_bps;
     cfg.handoff = spec.handoff;
     if spec.pin && spec.arch == Arch::Pspat {
@@ -559,6 +605,8 @@ fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point> {
     let stalls = (spec.arch == Arch::Pspat).then(|| StallSummary {
         gaps: b.stalls.since(&a.stalls).summary(b.at_ns - a.at_ns),
         deactivation_fences: b.deactivation_fences - a.deactivation_fences,
+        scans_per_s: (b.scans - a.scans) as f64 / dt,
+        decisions_per_scan: decisions as f64 / (b.scans - a.scans).max(1) as f64,
     });
     let s = &report.snapshot.clients;
     let decisions_per_s = decisions as f64 / dt;
@@ -764,6 +812,8 @@ struct ThroughputOut<'a> {
     rate_bps: u64,
     len: u32,
     duration_s: f64,
+    #[serde(flatten)]
+    knobs: Knobs,
     victim_gap_us: Option<u64>,
     victim_weight: Option<u32>,
     points: &'a [Point],
@@ -803,6 +853,8 @@ struct StabilityOut<'a> {
     handoff: String,
     len: u32,
     duration_s: f64,
+    #[serde(flatten)]
+    knobs: Knobs,
     /// Decisions/s of the PSPAT engine with the two clients on an unlimited link, in bit/s.
     sustained_bps: Option<f64>,
     rows: Vec<StabilityRow>,
@@ -872,6 +924,7 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
                 backend: Arc::clone(&backend),
                 pin: a.pin,
                 mailbox: a.mailbox,
+                knobs: Knobs::of(a),
             };
             let p = run_point(&spec, limits)
                 .with_context(|| format!("{} with {n} clients", arch.name()))?;
@@ -908,6 +961,7 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
             rate_bps: a.rate,
             len: a.len,
             duration_s: a.duration.as_secs_f64(),
+            knobs: Knobs::of(a),
             victim_gap_us: a.victim.then_some(a.victim_gap_us),
             victim_weight: a.victim.then_some(VICTIM_WEIGHT),
             points: &points,
@@ -916,10 +970,14 @@ fn throughput(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
         return emit(&serde_json::to_string(&out)?);
     }
     emit(&format!(
-        "bench arch: alg {} backend {} handoff {} rate {} len {} B, {:.2} s per point{}",
+        "bench arch: alg {} backend {} handoff {} delta-a {} ns aggregate {} ns scan-batch {} \
+         rate {} len {} B, {:.2} s per point{}",
         a.alg,
         a.backend,
         a.handoff,
+        a.delta_a,
+        a.aggregate,
+        a.scan_batch,
         if a.rate == 0 {
             "unlimited".to_owned()
         } else {
@@ -1014,6 +1072,7 @@ fn stability(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
         backend: Arc::clone(&backend),
         pin: a.pin,
         mailbox: a.mailbox,
+        knobs: Knobs::of(a),
     };
     let (rates, sustained): (Vec<(u64, Option<f64>)>, Option<f64>) = if a.rate_list.is_empty() {
         progress(
@@ -1063,6 +1122,7 @@ fn stability(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
             handoff: a.handoff.to_string(),
             len: a.len,
             duration_s: a.duration.as_secs_f64(),
+            knobs: Knobs::of(a),
             sustained_bps: sustained,
             rows,
         };

@@ -61,6 +61,10 @@ fn throughput_json_has_every_point_and_the_plot_is_written() {
     assert_eq!(v["len"], 60);
     assert_eq!(v["rate_bps"], 0);
     assert_eq!(v["backend"], "null");
+    // The engine's settings, defaults: Delta_A 1 us, no aggregation, 128 per scan.
+    assert_eq!(v["delta_a_ns"], 1000);
+    assert_eq!(v["aggregate_ns"], 0);
+    assert_eq!(v["scan_batch"], 128);
     let points = v["points"].as_array().unwrap();
     // Two client counts, two architectures each, pspat first (the order of --arch).
     let keys: Vec<(String, u64)> = points
@@ -133,6 +137,10 @@ fn throughput_json_has_every_point_and_the_plot_is_written() {
                 let gaps = f(st, "gaps");
                 assert_eq!(gaps == 0.0, pct == 0.0, "{st}");
                 assert!(st["deactivation_fences"].is_u64(), "{st}");
+                // Every scan releases at most scan_batch packets.
+                assert!(f(st, "scans_per_s") > 0.0, "{st}");
+                let per_scan = f(st, "decisions_per_scan");
+                assert!(per_scan > 0.0 && per_scan <= 128.0, "{st}");
             }
         }
     }
@@ -226,6 +234,34 @@ fn stability_shares_hold_when_the_link_is_the_bottleneck() {
             );
         }
     }
+}
+
+/// The engine settings reach the arbiter: with `--scan-batch 4` no scan releases more
+/// than 4 packets (the default releases up to 128 and, with greedy clients and an
+/// unlimited link, does).
+#[test]
+fn engine_settings_reach_the_arbiter() {
+    let _alone = serial();
+    let v = run_json(
+        "throughput",
+        &[
+            "--arch",
+            "pspat",
+            "--clients",
+            "2",
+            "--duration",
+            "0.2",
+            "--scan-batch",
+            "4",
+            "--delta-a",
+            "0",
+        ],
+    );
+    assert_eq!(v["scan_batch"], 4);
+    assert_eq!(v["delta_a_ns"], 0);
+    let st = &v["points"][0]["stalls"];
+    let per_scan = f(st, "decisions_per_scan");
+    assert!(per_scan > 0.0 && per_scan <= 4.0, "{st}");
 }
 
 /// `--backend udp:ADDR`: every architecture's packets arrive at a receiver as well-formed
@@ -332,6 +368,9 @@ fn bad_flags_are_named() {
     usage_error(&a(&["--backend", "pcap"]), "pcap:PATH");
     usage_error(&a(&["--backend", "udp:nowhere"]), "'udp:nowhere'");
     usage_error(&a(&["--handoff", "nic"]), "`nic`");
+    usage_error(&a(&["--delta-a", "5x"]), "'5x'");
+    usage_error(&a(&["--aggregate=-1us"]), "'-1us'");
+    usage_error(&a(&["--scan-batch", "0"]), "--scan-batch");
     usage_error(&a(&["--duration", "0"]), "duration 0");
     usage_error(&a(&["--len", "0"]), "'0'");
     usage_error(&a(&["--rate-list", "10M"]), "--rate-list");
