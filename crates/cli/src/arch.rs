@@ -390,6 +390,9 @@ struct Point {
     /// Decisions during the whole point, warm-up and final drain included (divides a
     /// profile of the whole run, e.g. the arbiter's instruction count under callgrind).
     decisions_total: u64,
+    /// Packets the scheduler itself dequeued during the whole point: `decisions_total`
+    /// without decision aggregation, fewer with it (an aggregate is one).
+    sched_dequeues_total: Option<u64>,
     /// Packets dropped by the scheduler (all reasons) during the whole point.
     drops: u64,
     /// Packets the backend refused (counted, not sent) during the whole point.
@@ -449,6 +452,17 @@ fn engine_config(spec: &PointSpec) -> EngineConfig {
     cfg.aggregate_ns = spec.knobs.aggregate_ns;
     cfg.scan_batch = spec.knobs.scan_batch;
     cfg.rate_bps = spec.rate_bps;
+    // PSPAT with decision aggregation schedules an aggregate as one packet of up to the
+    // aggregation budget: each flow must admit packets that long, or nothing would merge.
+    // (The lock baseline does not aggregate and keeps the flows as they are.)
+    if spec.arch == Arch::Pspat {
+        let budget = cfg
+            .aggregate_bytes()
+            .min(u64::from(pspat_sched::MAX_PACKET_LEN)) as u32;
+        for f in &mut cfg.flows {
+            *f = f.with_max_len(f.max_len.max(budget));
+        }
+    }
     cfg.handoff = spec.handoff;
     if spec.pin && spec.arch == Arch::Pspat {
         cfg.arbiter_cpu = pspat_io::cpu::allowed_cpus().last().copied();
@@ -624,6 +638,7 @@ fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point> {
         shares,
         victim,
         decisions_total: s.iter().map(|c| c.scheduled).sum(),
+        sched_dequeues_total: report.sched.as_ref().map(|x| x.stats.sent_pkts),
         drops: s.iter().map(|c| c.dropped_total()).sum(),
         send_failed: s.iter().map(|c| c.send_failed).sum(),
         mailbox_full: s.iter().map(|c| c.mailbox_full).sum(),

@@ -238,7 +238,8 @@ fn stability_shares_hold_when_the_link_is_the_bottleneck() {
 
 /// The engine settings reach the arbiter: with `--scan-batch 4` no scan releases more
 /// than 4 packets (the default releases up to 128 and, with greedy clients and an
-/// unlimited link, does).
+/// unlimited link, does), and `--aggregate` makes one scheduler dequeue cover many
+/// packets.
 #[test]
 fn engine_settings_reach_the_arbiter() {
     let _alone = serial();
@@ -259,9 +260,32 @@ fn engine_settings_reach_the_arbiter() {
     );
     assert_eq!(v["scan_batch"], 4);
     assert_eq!(v["delta_a_ns"], 0);
-    let st = &v["points"][0]["stalls"];
+    let p = &v["points"][0];
+    let st = &p["stalls"];
     let per_scan = f(st, "decisions_per_scan");
     assert!(per_scan > 0.0 && per_scan <= 4.0, "{st}");
+    // One scheduler dequeue per packet without aggregation.
+    assert_eq!(p["sched_dequeues_total"], p["decisions_total"], "{p}");
+    // With it, a greedy client's consecutive 60-byte packets merge (the flows admit an
+    // aggregate's length): far fewer dequeues than packets.
+    let v = run_json(
+        "throughput",
+        &[
+            "--arch",
+            "pspat",
+            "--clients",
+            "2",
+            "--duration",
+            "0.2",
+            "--aggregate",
+            "1us",
+        ],
+    );
+    assert_eq!(v["aggregate_ns"], 1000);
+    let p = &v["points"][0];
+    let (dequeues, packets) = (f(p, "sched_dequeues_total"), f(p, "decisions_total"));
+    assert!(dequeues > 0.0 && dequeues * 4.0 < packets, "{p}");
+    assert_eq!(p["drops"], 0, "{p}");
 }
 
 /// `--backend udp:ADDR`: every architecture's packets arrive at a receiver as well-formed

@@ -182,14 +182,7 @@ impl<V: Service> Arbiter<V> {
             // Counted per client per scan instead (`release_slots`).
             tx.leave_sent_counts_to_caller();
         }
-        let aggregate_bytes = if cfg.aggregate_ns == 0 {
-            0
-        } else if cfg.rate_bps == 0 {
-            // An infinitely fast link: "N ns worth" is unbounded; cap at 64 KB.
-            65_536
-        } else {
-            (u128::from(cfg.aggregate_ns) * u128::from(cfg.rate_bps) / 8_000_000_000).max(1) as u64
-        };
+        let aggregate_bytes = cfg.aggregate_bytes();
         let members = if aggregate_bytes > 0 {
             cfg.flows
                 .iter()

@@ -113,6 +113,21 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
+    /// Decision aggregation's byte budget: the bytes `aggregate_ns` of link time carry at
+    /// `rate_bps` (at least 1), 64 KiB on an unlimited link, 0 when aggregation is off. A
+    /// flow's packets merge into one decision only up to its `max_len` as well.
+    pub fn aggregate_bytes(&self) -> u64 {
+        if self.aggregate_ns == 0 {
+            0
+        } else if self.rate_bps == 0 {
+            // An infinitely fast link: "N ns worth" is unbounded; cap at 64 KiB.
+            65_536
+        } else {
+            (u128::from(self.aggregate_ns) * u128::from(self.rate_bps) / 8_000_000_000).max(1)
+                as u64
+        }
+    }
+
     /// Defaults for `algorithm` with the given flows and clients: 10 Gbit/s, 512-slot
     /// mailboxes, arbiter hand-off, Delta_A = 1 us, T_w = 50 us.
     pub fn new(algorithm: &str, flows: Vec<FlowParams>, clients: Vec<ClientConfig>) -> Self {
