@@ -456,12 +456,7 @@ fn engine_config(spec: &PointSpec) -> EngineConfig {
     // aggregation budget: each flow must admit packets that long, or nothing would merge.
     // (The lock baseline does not aggregate and keeps the flows as they are.)
     if spec.arch == Arch::Pspat {
-        let budget = cfg
-            .aggregate_bytes()
-            .min(u64::from(pspat_sched::MAX_PACKET_LEN)) as u32;
-        for f in &mut cfg.flows {
-            *f = f.with_max_len(f.max_len.max(budget));
-        }
+        cfg.fit_flows_to_aggregates();
     }
     cfg.handoff = spec.handoff;
     if spec.pin && spec.arch == Arch::Pspat {

@@ -208,6 +208,8 @@ impl Scenario {
         cfg.delta_a_ns = self.delta_a_ns;
         cfg.spin_ns = self.spin_ns;
         cfg.aggregate_ns = self.aggregate_ns;
+        // "N ns worth" of a tenant's packets per decision, not N ns capped at 1500 bytes.
+        cfg.fit_flows_to_aggregates();
         Ok((cfg, specs))
     }
 
@@ -561,6 +563,12 @@ mod tests {
         assert_eq!(cfg.clients.len(), 2);
         assert_eq!(specs.len(), 2);
         assert!(cfg.clients.iter().all(|c| c.track_latency));
+        // 5 us at 1 Gbit/s is 625 bytes: below the tenant's 1500, which stays.
+        assert_eq!(cfg.flows[0].max_len, 1500);
+        let mut wide = s.clone();
+        wide.aggregate_ns = 50_000;
+        // 50 us at 1 Gbit/s: aggregates of up to 6250 bytes.
+        assert_eq!(wide.engine().unwrap().0.flows[0].max_len, 6250);
     }
 
     #[test]

@@ -128,6 +128,19 @@ impl EngineConfig {
         }
     }
 
+    /// Raises every flow's `max_len` to the aggregation budget ([`Self::aggregate_bytes`],
+    /// at most [`pspat_sched::MAX_PACKET_LEN`]), so that decision aggregation merges a
+    /// flow's packets up to `aggregate_ns` of link time: an aggregate is scheduled as one
+    /// packet, and the flow caps its length. Without aggregation it changes nothing.
+    pub fn fit_flows_to_aggregates(&mut self) {
+        let budget = self
+            .aggregate_bytes()
+            .min(u64::from(pspat_sched::MAX_PACKET_LEN)) as u32;
+        for f in &mut self.flows {
+            *f = f.with_max_len(f.max_len.max(budget));
+        }
+    }
+
     /// Defaults for `algorithm` with the given flows and clients: 10 Gbit/s, 512-slot
     /// mailboxes, arbiter hand-off, Delta_A = 1 us, T_w = 50 us.
     pub fn new(algorithm: &str, flows: Vec<FlowParams>, clients: Vec<ClientConfig>) -> Self {
@@ -158,6 +171,33 @@ impl EngineConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flows_fit_the_aggregation_budget() {
+        let flows = vec![
+            FlowParams::weighted(1).with_max_len(60),
+            FlowParams::weighted(1).with_max_len(9000),
+        ];
+        let mut cfg = EngineConfig::new("drr", flows, vec![ClientConfig::default()]);
+        let lens = |c: &EngineConfig| c.flows.iter().map(|f| f.max_len).collect::<Vec<_>>();
+        // Off: nothing changes.
+        cfg.fit_flows_to_aggregates();
+        assert_eq!((cfg.aggregate_bytes(), lens(&cfg)), (0, vec![60, 9000]));
+        // 1 us at 10 Gbit/s: 1250 bytes; a flow that admits more keeps its length.
+        cfg.aggregate_ns = 1_000;
+        cfg.fit_flows_to_aggregates();
+        assert_eq!(
+            (cfg.aggregate_bytes(), lens(&cfg)),
+            (1250, vec![1250, 9000])
+        );
+        // An unlimited link: the 64 KiB cap.
+        cfg.rate_bps = 0;
+        cfg.fit_flows_to_aggregates();
+        assert_eq!(
+            (cfg.aggregate_bytes(), lens(&cfg)),
+            (65_536, vec![65_536, 65_536])
+        );
+    }
 
     #[test]
     fn handoff_parses_and_names_bad_input() {
