@@ -243,21 +243,13 @@ fn stability_shares_hold_when_the_link_is_the_bottleneck() {
 #[test]
 fn engine_settings_reach_the_arbiter() {
     let _alone = serial();
-    let v = run_json(
-        "throughput",
-        &[
-            "--arch",
-            "pspat",
-            "--clients",
-            "2",
-            "--duration",
-            "0.2",
-            "--scan-batch",
-            "4",
-            "--delta-a",
-            "0",
-        ],
-    );
+    // One PSPAT point of two greedy clients, with `extra` settings.
+    let point = |extra: &[&str]| {
+        let mut args = vec!["--arch", "pspat", "--clients", "2", "--duration", "0.2"];
+        args.extend_from_slice(extra);
+        run_json("throughput", &args)
+    };
+    let v = point(&["--scan-batch", "4", "--delta-a", "0"]);
     assert_eq!(v["scan_batch"], 4);
     assert_eq!(v["delta_a_ns"], 0);
     let p = &v["points"][0];
@@ -268,19 +260,7 @@ fn engine_settings_reach_the_arbiter() {
     assert_eq!(p["sched_dequeues_total"], p["decisions_total"], "{p}");
     // With it, a greedy client's consecutive 60-byte packets merge (the flows admit an
     // aggregate's length): far fewer dequeues than packets.
-    let v = run_json(
-        "throughput",
-        &[
-            "--arch",
-            "pspat",
-            "--clients",
-            "2",
-            "--duration",
-            "0.2",
-            "--aggregate",
-            "1us",
-        ],
-    );
+    let v = point(&["--aggregate", "1us"]);
     assert_eq!(v["aggregate_ns"], 1000);
     let p = &v["points"][0];
     let (dequeues, packets) = (f(p, "sched_dequeues_total"), f(p, "decisions_total"));
