@@ -32,24 +32,11 @@ use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use crossbeam_queue::ArrayQueue;
 use pspat_mailbox::{mailbox, Config, Message};
 
+mod common;
+use common::{cpus_or_warn, pin, Four};
+
 /// Messages transferred per criterion iteration.
 const BATCH: u64 = 10_000;
-
-/// A 32-byte message.
-#[derive(Clone, Copy)]
-struct Four([u64; 4]);
-
-impl Message for Four {
-    const WORDS: usize = 4;
-    #[inline]
-    fn encode(self) -> [u64; 4] {
-        self.0
-    }
-    #[inline]
-    fn decode(w: [u64; 4]) -> Self {
-        Four(w)
-    }
-}
 
 /// A message built from its sequence number; the consumer checks one word of it so the
 /// reads cannot be optimised away.
@@ -152,31 +139,6 @@ impl<M: Msg> Queue<M> for CrossbeamArray {
     }
 }
 
-/// The first two CPUs this process may run on, if there are two.
-fn two_cpus() -> Option<(usize, usize)> {
-    // SAFETY: cpu_set_t is a plain bit array, for which all-zero is a valid value.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed; pid 0 = this thread.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: CPU_ISSET reads the bit array of a valid cpu_set_t; the index is in range.
-    let mut cpus = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) });
-    Some((cpus.next()?, cpus.next()?))
-}
-
-/// Pins the calling thread to `cpu`; false if the kernel refused.
-fn pin(cpu: usize) -> bool {
-    // SAFETY: as in `two_cpus`.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes one bit of a valid cpu_set_t; `cpu < CPU_SETSIZE` (it came
-    // from `two_cpus`).
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 = the calling thread.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0 }
-}
-
 /// Moves `n` messages from a producer thread to a consumer thread through a fresh queue of
 /// `entries`; returns the time from both threads' start to the last message received.
 fn transfer<M: Msg, Q: Queue<M>>(entries: usize, n: u64, cpus: Option<(usize, usize)>) -> Duration {
@@ -224,24 +186,6 @@ fn transfer<M: Msg, Q: Queue<M>>(entries: usize, n: u64, cpus: Option<(usize, us
     consumer.join().unwrap()
 }
 
-fn cpus_or_warn() -> Option<(usize, usize)> {
-    let cpus = two_cpus();
-    match cpus {
-        Some((a, b)) if pin_check(a, b) => Some((a, b)),
-        _ => {
-            eprintln!("transfer: fewer than two usable CPUs; threads run unpinned");
-            None
-        }
-    }
-}
-
-/// Whether pinning works here (tried on a throwaway thread, so this one stays unpinned).
-fn pin_check(a: usize, b: usize) -> bool {
-    std::thread::spawn(move || pin(a) && pin(b))
-        .join()
-        .unwrap_or(false)
-}
-
 const SIZES: [usize; 2] = [512, 4096];
 
 fn bench_one<M: Msg>(c: &mut Criterion, cpus: Option<(usize, usize)>) {
@@ -268,7 +212,7 @@ fn bench_one<M: Msg>(c: &mut Criterion, cpus: Option<(usize, usize)>) {
 }
 
 fn benches(c: &mut Criterion) {
-    let cpus = cpus_or_warn();
+    let cpus = cpus_or_warn("transfer");
     bench_one::<NonZeroU64>(c, cpus);
     bench_one::<Four>(c, cpus);
 }
@@ -278,7 +222,7 @@ criterion_group!(transfer_benches, benches);
 /// Interleaved rounds: every case once per round; the best and the median round of each,
 /// with ratios of the mailbox's rate to the others'.
 fn rounds(rounds: usize, n: u64) {
-    let cpus = cpus_or_warn();
+    let cpus = cpus_or_warn("transfer");
     println!("transfer: {n} messages per run, {rounds} interleaved rounds, CPUs {cpus:?}");
     println!(
         "{:>5} {:>6} {:>14} {:>14} {:>14} {:>10} {:>10}",
