@@ -239,8 +239,11 @@ fn read_json(p: &Path) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn tmpdir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pspat-shape-{}", std::process::id()));
+/// A fresh directory of this process for the test `name`: the tests of this file run in
+/// parallel threads of one process, so the process id alone is not enough (one test
+/// emptied the directory while another was starting its shaper from a file in it).
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pspat-shape-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -264,7 +267,7 @@ fn shares_10_to_1(sw_checksum: bool) {
         return;
     }
     let t = Topology::new();
-    let dir = tmpdir();
+    let dir = tmpdir(if sw_checksum { "sw-checksum" } else { "shares" });
     let cfg = dir.join("shaper.ipfw");
     std::fs::write(
         &cfg,

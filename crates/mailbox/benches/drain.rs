@@ -240,7 +240,7 @@ fn rounds(rounds: usize, cpus: Option<(usize, usize)>) {
         "K", "PER", "cross best", "cross median", "local best", "local median", "cross-local (med)"
     );
     for (i, &(k, per)) in cells.iter().enumerate() {
-        let (c, l) = (&mut times[i].0.clone(), &mut times[i].1.clone());
+        let (mut c, mut l) = times[i].clone();
         c.sort_by(f64::total_cmp);
         l.sort_by(f64::total_cmp);
         let (cm, lm) = (c[c.len() / 2], l[l.len() / 2]);
