@@ -263,19 +263,27 @@ impl<Q: Queue, I: Width, const BURSTY: bool> Hot<'_, Q, I, BURSTY> {
         };
         let hdr = self.pool.release(pkt);
         // Account against the flow the packet was generated for: that is the harness's
-        // own state, whatever the scheduler said.
-        let out = self.pattern.count_out(hdr.flow);
-        let served = out.served;
-        if hdr.flow != flow || hdr.len != pkt.len {
+        // own state, whatever the scheduler said. When the two agree (always, in a
+        // correct run) the scheduler's index is used: it is known as soon as the
+        // scheduler has read its flow's entry, before the packet's buffer arrives, so
+        // the loads of the harness's per-flow state overlap with the buffer's, and the
+        // buffer's header feeds only tests (a branch is a guess the processor makes, not
+        // a value it waits for: with 4k flows this took DRR from 18.0 to 14.4 ns a pair).
+        let (f, len) = if hdr.flow == flow && hdr.len == pkt.len {
+            (flow, pkt.len)
+        } else {
             cold();
             self.c.mismatches += 1;
-        }
+            (hdr.flow, hdr.len)
+        };
+        let out = self.pattern.count_out(f);
+        let served = out.served;
         if served.seq != hdr.seq {
             cold();
             self.c.order_errors += 1;
         }
-        let period = self.pattern.period(hdr.flow);
-        self.wfi.dequeued(hdr.flow, period, hdr.len, served.emptied);
+        let period = self.pattern.period(f);
+        self.wfi.dequeued(f, period, len, served.emptied);
         // Last, with nothing else left to hold.
         self.pattern.move_down(out);
         true
@@ -580,6 +588,9 @@ mod tests {
         b.run(1000);
         let r = BenchReport::new(&sc, &b.outcome(), Duration::from_millis(1));
         assert!(r.mismatches > 0);
+        // Accounted against the flow each packet was generated for, not the one the
+        // liar named: the per-flow sequence checks still pass.
+        assert_eq!(r.order_errors, 0);
         let e = r.check().unwrap_err().to_string();
         assert!(e.contains("flow mismatches"), "{e}");
     }
