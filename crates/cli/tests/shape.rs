@@ -242,11 +242,29 @@ fn read_json(p: &Path) -> Value {
 /// A fresh directory of this process for the test `name`: the tests of this file run in
 /// parallel threads of one process, so the process id alone is not enough (one test
 /// emptied the directory while another was starting its shaper from a file in it).
-fn tmpdir(name: &str) -> PathBuf {
+/// A temporary directory of this test process, removed when dropped (also when the test
+/// fails: the shaper's and the sink's reports would otherwise pile up in `/tmp`).
+struct TmpDir(PathBuf);
+
+impl std::ops::Deref for TmpDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmpdir(name: &str) -> TmpDir {
     let d = std::env::temp_dir().join(format!("pspat-shape-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TmpDir(d)
 }
 
 #[test]
