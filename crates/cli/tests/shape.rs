@@ -239,11 +239,8 @@ fn read_json(p: &Path) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// A fresh directory of this process for the test `name`: the tests of this file run in
-/// parallel threads of one process, so the process id alone is not enough (one test
-/// emptied the directory while another was starting its shaper from a file in it).
-/// A temporary directory of this test process, removed when dropped (also when the test
-/// fails: the shaper's and the sink's reports would otherwise pile up in `/tmp`).
+/// A temporary directory, removed when dropped (also when the test fails: the shaper's
+/// and the sink's reports would otherwise pile up in `/tmp`).
 struct TmpDir(PathBuf);
 
 impl std::ops::Deref for TmpDir {
@@ -260,6 +257,9 @@ impl Drop for TmpDir {
     }
 }
 
+/// A fresh directory of this process for the test `name`: the tests of this file run in
+/// parallel threads of one process, so the process id alone is not enough (one test
+/// emptied the directory while another was starting its shaper from a file in it).
 fn tmpdir(name: &str) -> TmpDir {
     let d = std::env::temp_dir().join(format!("pspat-shape-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
