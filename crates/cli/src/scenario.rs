@@ -601,8 +601,8 @@ mod tests {
 
     #[test]
     fn tenant_addresses_and_the_dummynet_file_resolve() {
-        let dir = std::env::temp_dir().join(format!("pspat-sc-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::write(
             dir.join("dn.ipfw"),
             "sched 1 config type drr bw 1Mbit/s\nqueue 1 config sched 1\nadd queue 1\n",
@@ -639,6 +639,5 @@ mod tests {
         assert!(m.contains("both be IPv4 or both IPv6"), "{m}");
         assert!(e("[[tenant]]\ndport = \"9-1\"").contains("empty"));
         assert!(e("dummynet = \"missing.ipfw\"\n[[tenant]]").contains("missing.ipfw"));
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

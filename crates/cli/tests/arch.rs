@@ -50,7 +50,8 @@ fn f(v: &Value, key: &str) -> f64 {
 
 #[test]
 fn throughput_json_has_every_point_and_the_plot_is_written() {
-    let svg = std::env::temp_dir().join(format!("pspat-arch-{}.svg", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let svg = tmp.path().join("arch.svg");
     let svg_arg = svg.to_str().unwrap();
     let _alone = serial();
     let v = run_json(
@@ -151,7 +152,6 @@ fn throughput_json_has_every_point_and_the_plot_is_written() {
         assert!((f(r, "pspat_over_lock") - expected).abs() < 1e-9 * expected);
     }
     let plot = std::fs::read_to_string(&svg).expect("the plot was written");
-    let _ = std::fs::remove_file(&svg);
     assert!(plot.starts_with("<svg"), "{}", &plot[..plot.len().min(80)]);
     for text in ["pspat", "lock", "victim p99", "decisions per second"] {
         assert!(plot.contains(text), "{text} not in the plot");

@@ -318,8 +318,8 @@ fn run_builtin_scenario_accounts_for_every_packet_and_follows_weights() {
 
 #[test]
 fn run_with_a_config_file_and_every_handoff() {
-    let dir = std::env::temp_dir().join(format!("pspat-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let cfg = dir.join("s.toml");
     std::fs::write(
         &cfg,
@@ -351,7 +351,6 @@ fn run_with_a_config_file_and_every_handoff() {
         // The link is never exceeded (200 Mbit/s, plus one packet of slack).
         assert!(a + b <= 200e6 * 1.01, "{handoff}: {}", a + b);
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -383,7 +382,8 @@ fn every_example_scenario_runs() {
 
 #[test]
 fn run_writes_a_pcap_of_what_was_scheduled() {
-    let path = std::env::temp_dir().join(format!("pspat-run-{}.pcap", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("run.pcap");
     let spec = format!("pcap:{}", path.display());
     let o = run(&[
         "run",
@@ -412,7 +412,6 @@ fn run_writes_a_pcap_of_what_was_scheduled() {
         n += 1;
     }
     assert_eq!(n, sent, "one record per packet sent");
-    std::fs::remove_file(&path).ok();
 }
 
 #[test]
@@ -655,8 +654,8 @@ fn run_prints_statistics_per_instance_and_queue_of_a_dummynet_configuration() {
 
 #[test]
 fn run_reloads_the_dummynet_configuration_when_it_changes() {
-    let dir = std::env::temp_dir().join(format!("pspat-reload-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let dn = dir.join("dn.ipfw");
     let config = |w: u32| {
         format!(
@@ -707,5 +706,4 @@ fn run_reloads_the_dummynet_configuration_when_it_changes() {
     for t in v["tenants"].as_array().unwrap() {
         assert!(t["rate_bps"].as_f64().unwrap() > 1e6, "{t}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }

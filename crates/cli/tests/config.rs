@@ -130,8 +130,8 @@ fn the_printed_model_is_itself_a_valid_configuration() {
 
 #[test]
 fn a_bad_file_fails_with_line_column_and_token() {
-    let dir = std::env::temp_dir().join(format!("pspat-config-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let bad = dir.join("bad.ipfw");
     std::fs::write(
         &bad,
@@ -160,5 +160,4 @@ fn a_bad_file_fails_with_line_column_and_token() {
     let (code, _, err) = check(&[dir.join("nope.ipfw").to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(err.contains("nope.ipfw"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

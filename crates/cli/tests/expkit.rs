@@ -2,7 +2,7 @@
 //! `pspat udpsink`, then `pspat experiment row` and `plot` on their reports.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::Duration;
 
@@ -12,13 +12,6 @@ use serde_json::Value;
 
 fn pspat() -> Command {
     Command::cargo_bin("pspat").expect("the pspat binary is built")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pspat-expkit-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn read_json(p: &Path) -> Value {
@@ -35,7 +28,8 @@ fn fails(args: &[&str], code: i32, needle: &str) {
 
 #[test]
 fn gen_into_sink_counts_add_up_and_latency_is_recorded() {
-    let dir = tmpdir("e2e");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let (gen_json, sink_json) = (dir.join("gen.json"), dir.join("sink.json"));
     // The sink picks its port and says which on stderr once bound.
     let mut sink = StdCommand::cargo_bin("pspat")
@@ -172,7 +166,6 @@ fn gen_into_sink_counts_add_up_and_latency_is_recorded() {
         let svg = std::fs::read_to_string(plots.join(name)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("none"), "{name}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

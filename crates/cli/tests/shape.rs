@@ -13,7 +13,7 @@
 //! passes without checking anything.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -239,34 +239,6 @@ fn read_json(p: &Path) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// A temporary directory, removed when dropped (also when the test fails: the shaper's
-/// and the sink's reports would otherwise pile up in `/tmp`).
-struct TmpDir(PathBuf);
-
-impl std::ops::Deref for TmpDir {
-    type Target = Path;
-
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TmpDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A fresh directory of this process for the test `name`: the tests of this file run in
-/// parallel threads of one process, so the process id alone is not enough (one test
-/// emptied the directory while another was starting its shaper from a file in it).
-fn tmpdir(name: &str) -> TmpDir {
-    let d = std::env::temp_dir().join(format!("pspat-shape-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    TmpDir(d)
-}
-
 #[test]
 fn two_senders_weighted_10_to_1_get_shares_within_5_percent() {
     shares_10_to_1(false);
@@ -285,7 +257,10 @@ fn shares_10_to_1(sw_checksum: bool) {
         return;
     }
     let t = Topology::new();
-    let dir = tmpdir(if sw_checksum { "sw-checksum" } else { "shares" });
+    // Each test its own directory, removed when it ends (the tests of this file run in
+    // parallel threads of one process).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let cfg = dir.join("shaper.ipfw");
     std::fs::write(
         &cfg,

@@ -18,7 +18,9 @@ fn pspat(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn flags_only_scenario_gives_weighted_shares_and_writes_csv_and_plots() {
-    let dir = std::env::temp_dir().join(format!("pspat-sim-{}", std::process::id()));
+    // A directory `sim` creates itself, inside one removed when the test ends.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
     let d = dir.to_str().unwrap();
     let (code, out, err) = pspat(&[
         "sim",
@@ -63,7 +65,6 @@ fn flags_only_scenario_gives_weighted_shares_and_writes_csv_and_plots() {
         })
         .count();
     assert!(svgs > 0, "no SVG plot written");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -72,7 +73,8 @@ fn the_qfq_plus_figure_8_reproduction_runs() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../scenarios/qfqplus-fig8.toml"
     );
-    let dir = std::env::temp_dir().join(format!("pspat-sim-fig8-{}", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plots");
     let (code, out, err) = pspat(&["sim", scen, "--plots", dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     // The 1k-highw row: DRR is two orders of magnitude above QFQ and QFQ+ (paper: 249.0
@@ -87,7 +89,6 @@ fn the_qfq_plus_figure_8_reproduction_runs() {
         .collect();
     assert_eq!(nums.len(), 3, "{row}");
     assert!(nums[0] > 200.0 && nums[1] < 3.0 && nums[2] < 4.0, "{row}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

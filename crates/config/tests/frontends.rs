@@ -350,12 +350,11 @@ fn toml_errors_point_at_line_column_and_key() {
 
 #[test]
 fn parse_file_chooses_the_front_end_by_extension() {
-    let dir = std::env::temp_dir().join(format!("pspat-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let t = dir.join("a.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("a.toml");
     std::fs::write(&t, "default = \"allow\"\n").unwrap();
     assert_eq!(parse_file(&t).unwrap().default_action, Action::Allow);
-    let i = dir.join("a.conf");
+    let i = dir.path().join("a.conf");
     std::fs::write(&i, "default allow\n").unwrap();
     assert_eq!(parse_file(&i).unwrap().default_action, Action::Allow);
     // the same ipfw text in a .toml file is a TOML error
@@ -364,12 +363,11 @@ fn parse_file_chooses_the_front_end_by_extension() {
         parse_file(&t).unwrap_err(),
         ConfigError::Syntax { .. }
     ));
-    let e = parse_file(dir.join("missing.ipfw"))
+    let e = parse_file(dir.path().join("missing.ipfw"))
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("missing.ipfw") && e.contains("cannot read"),
         "{e}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

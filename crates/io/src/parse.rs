@@ -173,13 +173,11 @@ mod tests {
         assert_eq!(parse_backend("null").unwrap().name(), "null");
         assert_eq!(parse_backend("udp").unwrap().name(), "udp");
         assert_eq!(parse_backend("udp:127.0.0.1:9").unwrap().name(), "udp");
-        let dir = std::env::temp_dir().join(format!("pspat-parse-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("x.pcap");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.pcap");
         let spec = format!("pcap:{}", path.display());
         assert_eq!(parse_backend(&spec).unwrap().name(), "pcap");
         assert!(path.exists());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -12,22 +12,6 @@ use pspat_io::payload::{self, MAX_WIRE_LEN, MIN_WIRE_LEN};
 use pspat_io::pcap::{self as pcapb, Pcap, CAPLEN};
 use pspat_io::{parse_backend, Backend, Pkt, SendError};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("pspat-io-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 const LENS: [u32; 9] = [1, 64, 81, MIN_WIRE_LEN, 127, 128, 129, 1514, MAX_WIRE_LEN];
 
 /// Packets of two clients, with departure times that need all nine nanosecond digits.
@@ -75,9 +59,9 @@ fn write(dir: &Path, pkts: &[Pkt]) -> PathBuf {
 
 #[test]
 fn frames_read_back_with_times_lengths_and_headers() {
-    let dir = TempDir::new("read");
+    let dir = tempfile::tempdir().unwrap();
     let pkts = packets();
-    let path = write(&dir.0, &pkts);
+    let path = write(dir.path(), &pkts);
 
     let mut reader = PcapReader::new(std::fs::File::open(&path).unwrap()).unwrap();
     let h = reader.header();
@@ -150,9 +134,9 @@ fn tshark_parses_the_file() {
         return;
     };
     assert!(out.status.success());
-    let dir = TempDir::new("tshark");
+    let dir = tempfile::tempdir().unwrap();
     let pkts = packets();
-    let path = write(&dir.0, &pkts);
+    let path = write(dir.path(), &pkts);
     let out = Command::new("tshark")
         .arg("-r")
         .arg(&path)
@@ -180,7 +164,7 @@ fn tshark_parses_the_file() {
             "-e",
             "_ws.expert",
         ])
-        .env("HOME", &dir.0) // no user profile
+        .env("HOME", dir.path()) // no user profile
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -210,8 +194,8 @@ fn tshark_parses_the_file() {
 
 #[test]
 fn too_long_packet_and_unwritable_path() {
-    let dir = TempDir::new("long");
-    let path = dir.0.join("x.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.pcap");
     let backend = parse_backend(&format!("pcap:{}", path.display())).unwrap();
     let mut tx = backend.open(0).unwrap();
     let mut pkts = packets();
@@ -235,7 +219,7 @@ fn too_long_packet_and_unwritable_path() {
     }
     assert_eq!(seqs, [pkts[0].seq, pkts[2].seq]);
 
-    let bad = dir.0.join("no-such-dir").join("x.pcap");
+    let bad = dir.path().join("no-such-dir").join("x.pcap");
     match Pcap::create(&bad) {
         Err(e @ SendError::Io { .. }) => {
             let msg = e.to_string();
