@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use pspat_engine::stats::{Drop, Filtered};
+use pspat_engine::stats::{ArbiterDrop, Filtered};
 
 use crate::keys::{KeyGen, Keyed};
 use crate::scenario::DummynetFile;
@@ -103,7 +103,7 @@ struct TenantSum {
     scheduled_bytes: u64,
     sent: u64,
     send_failed: u64,
-    dropped: [u64; Drop::COUNT],
+    dropped: [u64; ArbiterDrop::COUNT],
     filtered: [u64; Filtered::COUNT],
     mailbox_full: u64,
 }
@@ -516,7 +516,7 @@ impl Summary<'_> {
                     .filter(|(tt, _)| **tt == i)
                     .map(|(_, s)| s.refused)
                     .sum();
-                let dropped: serde_json::Map<_, _> = Drop::all()
+                let dropped: serde_json::Map<_, _> = ArbiterDrop::all()
                     .iter()
                     .zip(t.dropped)
                     .filter(|(_, v)| *v > 0)
@@ -612,7 +612,7 @@ impl Summary<'_> {
             .map(|(i, t)| {
                 let dropped: u64 = t.dropped.iter().sum();
                 let filtered: u64 = t.filtered.iter().sum();
-                let reasons: Vec<String> = Drop::all()
+                let reasons: Vec<String> = ArbiterDrop::all()
                     .iter()
                     .zip(t.dropped)
                     .filter(|(_, v)| *v > 0)

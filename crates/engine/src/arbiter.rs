@@ -459,7 +459,7 @@ impl<V: Service> Arbiter<V> {
     /// signalled to it, buffers discarded, slots given back.
     #[cold]
     #[inline(never)]
-    fn refused(&mut self, p: Pkt, k: u32, reason: crate::stats::Drop) {
+    fn refused(&mut self, p: Pkt, k: u32, reason: crate::stats::ArbiterDrop) {
         let c = p.client as usize;
         let counters = &self.shared.counters[c];
         counters.arbiter.0.dropped[reason.slot()].add(u64::from(k));

@@ -36,7 +36,7 @@ use pspat_config::classify::{ClassOrigin, FlowKey, SchedOrigin};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
-use crate::stats::Drop;
+use crate::stats::ArbiterDrop;
 
 /// Which configured scheduler: a `sched N` of the configuration, or the implicit scheduler
 /// (a FIFO) of `pipe N`.
@@ -96,20 +96,20 @@ impl fmt::Display for ClassRef {
     }
 }
 
-/// Drop counters, one per [`Drop`] cause (indexed by [`Drop::slot`]). Serialised as a map
+/// Drop counters, one per [`ArbiterDrop`] cause (indexed by [`ArbiterDrop::slot`]). Serialised as a map
 /// from every cause's name to its count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Drops(pub [u64; Drop::COUNT]);
+pub struct Drops(pub [u64; ArbiterDrop::COUNT]);
 
 impl Drops {
     /// Drops counted under `cause`.
-    pub fn get(&self, cause: Drop) -> u64 {
+    pub fn get(&self, cause: ArbiterDrop) -> u64 {
         self.0[cause.slot()]
     }
 
     /// Counts `n` drops under `cause`.
     #[inline]
-    pub fn add(&mut self, cause: Drop, n: u64) {
+    pub fn add(&mut self, cause: ArbiterDrop, n: u64) {
         self.0[cause.slot()] += n;
     }
 
@@ -126,18 +126,18 @@ impl Drops {
     }
 
     /// `(cause, count)` for every cause with a non-zero count, in slot order.
-    pub fn nonzero(&self) -> impl Iterator<Item = (Drop, u64)> + '_ {
-        Drop::all()
+    pub fn nonzero(&self) -> impl Iterator<Item = (ArbiterDrop, u64)> + '_ {
+        ArbiterDrop::all()
             .into_iter()
             .map(|d| (d, self.get(d)))
             .filter(|&(_, n)| n > 0)
     }
 
-    /// The scheduler's drop counters, under [`Drop::Sched`].
+    /// The scheduler's drop counters, under [`ArbiterDrop::Sched`].
     pub fn from_sched(d: &pspat_sched::DropCounts) -> Self {
         let mut out = Drops::default();
         for (r, n) in d.nonzero() {
-            out.add(Drop::Sched(r), n);
+            out.add(ArbiterDrop::Sched(r), n);
         }
         out
     }
@@ -145,8 +145,8 @@ impl Drops {
 
 impl Serialize for Drops {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(Drop::COUNT))?;
-        for d in Drop::all() {
+        let mut m = s.serialize_map(Some(ArbiterDrop::COUNT))?;
+        for d in ArbiterDrop::all() {
             m.serialize_entry(&d.name(), &self.get(d))?;
         }
         m.end()
@@ -317,7 +317,7 @@ impl DummynetStats {
         for s in &self.schedulers {
             t.add(&s.totals());
         }
-        t.drops.add(Drop::NoClass, self.no_class_drops);
+        t.drops.add(ArbiterDrop::NoClass, self.no_class_drops);
         t
     }
 
@@ -750,33 +750,34 @@ mod tests {
             ],
             counters(10, 1000),
         );
-        s.schedulers[0].unplaced.add(Drop::InstanceLimit, 2);
+        s.schedulers[0].unplaced.add(ArbiterDrop::InstanceLimit, 2);
         s.schedulers[0].instances[0]
             .totals
             .drops
-            .add(Drop::QueueLimit, 5);
+            .add(ArbiterDrop::QueueLimit, 5);
         s.passed = counters(1, 64);
         s.no_class_drops = 6;
         let t = s.totals();
         assert_eq!(t.sent_pkts, 3 + 4 + 10 + 1);
         assert_eq!(t.sent_bytes, 300 + 400 + 1000 + 64);
-        assert_eq!(t.drops.get(Drop::InstanceLimit), 2);
-        assert_eq!(t.drops.get(Drop::QueueLimit), 5);
-        assert_eq!(t.drops.get(Drop::NoClass), 6);
+        assert_eq!(t.drops.get(ArbiterDrop::InstanceLimit), 2);
+        assert_eq!(t.drops.get(ArbiterDrop::QueueLimit), 5);
+        assert_eq!(t.drops.get(ArbiterDrop::NoClass), 6);
         assert_eq!(t.drops.total(), 13);
     }
 
     #[test]
     fn display_prints_every_level_and_field() {
         let mut c = counters(7, 7000);
-        c.drops.add(Drop::Sched(DropReason::FlowPacketLimit), 3);
+        c.drops
+            .add(ArbiterDrop::Sched(DropReason::FlowPacketLimit), 3);
         c.backlog_pkts = 2;
         c.backlog_bytes = 2000;
         let mut q = queue(1, 80, 0, c);
         q.key = FlowKey::v4(0x0a00_0001, 0x0a01_0001, 5000, 80, 17);
         q.weight = 10;
         let mut s = snapshot(0, vec![q], counters(9, 900));
-        s.schedulers[0].unplaced.add(Drop::InstanceLimit, 4);
+        s.schedulers[0].unplaced.add(ArbiterDrop::InstanceLimit, 4);
         s.schedulers[0].expired_instances = 2;
         s.schedulers[0].instances[0].expired_queues = 5;
         s.no_class_drops = 6;

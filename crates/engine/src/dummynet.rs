@@ -57,7 +57,7 @@ use crate::dnstats::{
 use crate::keyring::KeyRings;
 use crate::link::Link;
 use crate::service::{Service, ServiceSummary};
-use crate::stats::Drop;
+use crate::stats::ArbiterDrop;
 
 /// `Pkt::flow` of a packet an `allow` rule let through.
 pub const PASS_CODE: u32 = 0;
@@ -327,14 +327,14 @@ impl Dummynet {
     }
 
     /// The instance for `key` of scheduler slot `s`, created if needed.
-    fn instance(&mut self, s: usize, key: &FlowKey) -> Result<u32, Drop> {
+    fn instance(&mut self, s: usize, key: &FlowKey) -> Result<u32, ArbiterDrop> {
         let st = &mut self.scheds[s];
         let masked = key.masked(&st.sched.mask);
         let hash = masked.hash64();
         let (slot, new) = match st.instances.get_or_insert(masked, hash, self.now) {
             Ok(r) => r,
             Err(_) if self.now.saturating_sub(st.reclaimed_ns) < EXPIRE_EVERY_NS => {
-                return Err(Drop::InstanceLimit)
+                return Err(ArbiterDrop::InstanceLimit)
             }
             Err(_) => {
                 // At the limit: reclaim idle instances first (the periodic expiry may
@@ -345,7 +345,7 @@ impl Dummynet {
                 let st = &mut self.scheds[s];
                 st.instances
                     .get_or_insert(masked, hash, self.now)
-                    .map_err(|_| Drop::InstanceLimit)?
+                    .map_err(|_| ArbiterDrop::InstanceLimit)?
             }
         };
         let st = &mut self.scheds[s];
@@ -359,7 +359,7 @@ impl Dummynet {
                 Err(_) => {
                     // Checked when the plan was installed; keep the accounting whole anyway.
                     st.instances.remove(slot);
-                    return Err(Drop::Sched(DropReason::UnknownFlow));
+                    return Err(ArbiterDrop::Sched(DropReason::UnknownFlow));
                 }
             };
         let queues: u32 = self
@@ -506,7 +506,7 @@ fn queue_of(
     code: u32,
     key: &FlowKey,
     now: u64,
-) -> Result<usize, Drop> {
+) -> Result<usize, ArbiterDrop> {
     let class = &classes[slot];
     let masked = key.masked(&class.class.mask);
     let qkey = (code, masked);
@@ -524,7 +524,7 @@ fn queue_of(
             inst.queues.remove(q);
         }
         if now.saturating_sub(inst.reclaimed_ns) < EXPIRE_EVERY_NS {
-            return Err(Drop::QueueLimit);
+            return Err(ArbiterDrop::QueueLimit);
         }
         inst.reclaimed_ns = now;
         let budget = inst.queues.capacity() as usize;
@@ -534,10 +534,10 @@ fn queue_of(
             if let Ok((q, true)) = got {
                 inst.queues.remove(q);
             }
-            return Err(Drop::QueueLimit);
+            return Err(ArbiterDrop::QueueLimit);
         }
     }
-    let (q, new) = got.map_err(|_| Drop::QueueLimit)?;
+    let (q, new) = got.map_err(|_| ArbiterDrop::QueueLimit)?;
     let q = q as usize;
     if new {
         match inst.sched.add_flow(class.params) {
@@ -548,7 +548,7 @@ fn queue_of(
             }
             Err(_) => {
                 inst.queues.remove(q as u32);
-                return Err(Drop::Sched(DropReason::UnknownFlow));
+                return Err(ArbiterDrop::Sched(DropReason::UnknownFlow));
             }
         }
     }
@@ -556,7 +556,7 @@ fn queue_of(
 }
 
 impl Service for Dummynet {
-    fn enqueue(&mut self, mut p: Pkt, now: u64) -> Result<(), Drop> {
+    fn enqueue(&mut self, mut p: Pkt, now: u64) -> Result<(), ArbiterDrop> {
         self.now = now;
         // Read the key (below) before the tag replaces the sequence number it is filed by.
         let key_seq = p.seq;
@@ -569,7 +569,7 @@ impl Service for Dummynet {
             Some(&s) if s != NONE && self.classes[s as usize].live => s as usize,
             _ => {
                 self.no_class += 1;
-                return Err(Drop::NoClass);
+                return Err(ArbiterDrop::NoClass);
             }
         };
         let key = FlowKey::from_words(self.keys.get(p.client, key_seq));
@@ -596,7 +596,7 @@ impl Service for Dummynet {
         // A refusal is counted by the algorithm, against the flow (the queue's counters).
         inst.sched
             .enqueue(f, p)
-            .map_err(|r| Drop::Sched(r.reason))?;
+            .map_err(|r| ArbiterDrop::Sched(r.reason))?;
         if !inst.ready {
             inst.ready = true;
             self.heap.push(Reverse((inst.link.idle_at_ns(), id)));

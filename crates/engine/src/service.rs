@@ -17,12 +17,12 @@ use pspat_sched::{Backlog, FlowId, SchedStats, Scheduler};
 use crate::control::Change;
 use crate::dnstats::DummynetStats;
 use crate::link::Link;
-use crate::stats::Drop;
+use crate::stats::ArbiterDrop;
 
 /// The algorithm(s) and link(s) behind the arbiter.
 pub(crate) trait Service {
     /// Takes a packet drained from a client's mailbox, or refuses it with a reason.
-    fn enqueue(&mut self, p: Pkt, now: u64) -> Result<(), Drop>;
+    fn enqueue(&mut self, p: Pkt, now: u64) -> Result<(), ArbiterDrop>;
     /// The next packet a link is free to send at `now`, if any. The caller charges it
     /// (and any member packets behind an aggregate) with [`Service::charge`] right away.
     fn dequeue(&mut self, now: u64) -> Option<Pkt>;
@@ -95,10 +95,13 @@ impl<S: Scheduler<Pkt>> Single<S> {
 
 impl<S: Scheduler<Pkt>> Service for Single<S> {
     #[inline(always)]
-    fn enqueue(&mut self, p: Pkt, _now: u64) -> Result<(), Drop> {
+    fn enqueue(&mut self, p: Pkt, _now: u64) -> Result<(), ArbiterDrop> {
         match self.flows.get(p.flow as usize) {
-            Some(&f) => self.sched.enqueue(f, p).map_err(|r| Drop::Sched(r.reason)),
-            None => Err(Drop::Sched(pspat_sched::DropReason::UnknownFlow)),
+            Some(&f) => self
+                .sched
+                .enqueue(f, p)
+                .map_err(|r| ArbiterDrop::Sched(r.reason)),
+            None => Err(ArbiterDrop::Sched(pspat_sched::DropReason::UnknownFlow)),
         }
     }
 

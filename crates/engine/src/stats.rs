@@ -128,8 +128,8 @@ pub struct ArbiterSide {
     pub scheduled: Counter,
     /// Bytes released by the scheduler onto the emulated link.
     pub scheduled_bytes: Counter,
-    /// Packets the arbiter refused, by [`Drop::slot`].
-    pub dropped: [Counter; Drop::COUNT],
+    /// Packets the arbiter refused, by [`ArbiterDrop::slot`].
+    pub dropped: [Counter; ArbiterDrop::COUNT],
 }
 
 /// Written by the arbiter when it drops a packet of this client; read by the client.
@@ -180,8 +180,8 @@ pub struct ClientSnapshot {
     pub scheduled: u64,
     /// Bytes released onto the emulated link.
     pub scheduled_bytes: u64,
-    /// Arbiter drops, by [`Drop::slot`].
-    pub dropped: [u64; Drop::COUNT],
+    /// Arbiter drops, by [`ArbiterDrop::slot`].
+    pub dropped: [u64; ArbiterDrop::COUNT],
     /// Packets handed to the backend.
     pub sent: u64,
     /// Bytes handed to the backend.
@@ -197,10 +197,10 @@ impl ClientSnapshot {
     }
     /// Scheduler drops for one reason.
     pub fn dropped_for(&self, reason: DropReason) -> u64 {
-        self.dropped[Drop::Sched(reason).slot()]
+        self.dropped[ArbiterDrop::Sched(reason).slot()]
     }
     /// Arbiter drops for one cause.
-    pub fn dropped_by(&self, cause: Drop) -> u64 {
+    pub fn dropped_by(&self, cause: ArbiterDrop) -> u64 {
         self.dropped[cause.slot()]
     }
 }
@@ -233,7 +233,7 @@ impl ClientCounters {
 /// Why the arbiter dropped a packet: the scheduler refused it, or (dummynet-style
 /// configurations) the queue or scheduler instance it needed could not be created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Drop {
+pub enum ArbiterDrop {
     /// The scheduling algorithm refused it (queue full, too long, ...).
     Sched(DropReason),
     /// Its flowset already has `max_queues` queues in this instance.
@@ -245,37 +245,37 @@ pub enum Drop {
     NoClass,
 }
 
-impl Drop {
+impl ArbiterDrop {
     /// Number of causes (counter slots).
     pub const COUNT: usize = DropReason::COUNT + 3;
 
     /// Every cause, in slot order.
-    pub fn all() -> [Drop; Drop::COUNT] {
+    pub fn all() -> [ArbiterDrop; ArbiterDrop::COUNT] {
         std::array::from_fn(|i| match i.checked_sub(DropReason::COUNT) {
-            None => Drop::Sched(DropReason::ALL[i]),
-            Some(0) => Drop::QueueLimit,
-            Some(1) => Drop::InstanceLimit,
-            Some(_) => Drop::NoClass,
+            None => ArbiterDrop::Sched(DropReason::ALL[i]),
+            Some(0) => ArbiterDrop::QueueLimit,
+            Some(1) => ArbiterDrop::InstanceLimit,
+            Some(_) => ArbiterDrop::NoClass,
         })
     }
 
     /// Its counter slot.
     pub fn slot(self) -> usize {
         match self {
-            Drop::Sched(r) => reason_slot(r),
-            Drop::QueueLimit => DropReason::COUNT,
-            Drop::InstanceLimit => DropReason::COUNT + 1,
-            Drop::NoClass => DropReason::COUNT + 2,
+            ArbiterDrop::Sched(r) => reason_slot(r),
+            ArbiterDrop::QueueLimit => DropReason::COUNT,
+            ArbiterDrop::InstanceLimit => DropReason::COUNT + 1,
+            ArbiterDrop::NoClass => DropReason::COUNT + 2,
         }
     }
 
     /// A short name for tables and JSON (`queue_limit`, ...).
     pub fn name(self) -> String {
         match self {
-            Drop::Sched(r) => r.to_string(),
-            Drop::QueueLimit => "queue_limit".into(),
-            Drop::InstanceLimit => "instance_limit".into(),
-            Drop::NoClass => "no_class".into(),
+            ArbiterDrop::Sched(r) => r.to_string(),
+            ArbiterDrop::QueueLimit => "queue_limit".into(),
+            ArbiterDrop::InstanceLimit => "instance_limit".into(),
+            ArbiterDrop::NoClass => "no_class".into(),
         }
     }
 }

@@ -13,7 +13,7 @@ use pspat_config::{
     Action, AddrMatch, Config, Direction, FlowMask, FlowsetSpec, Match, Prefix, QueueLimit, Rule,
     SchedSpec, Table, Target, DEFAULT_IDLE_NS,
 };
-use pspat_engine::stats::{Drop, Filtered};
+use pspat_engine::stats::{ArbiterDrop, Filtered};
 use pspat_engine::{Change, Client, ClientConfig, Engine, EngineConfig, SubmitError};
 use pspat_io::null::Null as NullBackend;
 
@@ -234,7 +234,7 @@ fn a_scheduler_mask_gives_each_customer_its_own_link_up_to_a_limit() {
         .snapshot
         .clients
         .iter()
-        .map(|s| s.dropped_by(Drop::InstanceLimit))
+        .map(|s| s.dropped_by(ArbiterDrop::InstanceLimit))
         .sum();
     assert!(
         dropped > 0,
@@ -317,7 +317,10 @@ fn a_flow_mask_makes_one_queue_per_flow_up_to_a_limit_and_tables_dispatch() {
     let refused = senders.finish();
     let report = engine.stop(false);
     let s = &report.snapshot.clients;
-    let over: u64 = s[..3].iter().map(|c| c.dropped_by(Drop::QueueLimit)).sum();
+    let over: u64 = s[..3]
+        .iter()
+        .map(|c| c.dropped_by(ArbiterDrop::QueueLimit))
+        .sum();
     assert!(over > 0);
     assert_eq!(s[4].filtered[Filtered::NoRule.slot()], refused[4]);
     assert!(refused[4] > 0);
@@ -394,7 +397,8 @@ fn idle_queues_expire_and_free_their_place() {
     c.default_action = Action::Queue(Target::Id(1));
     let (engine, mut clients) = start(c, 1);
     let mut cl = clients.pop().unwrap();
-    let drops_of = |engine: &Engine| engine.snapshot().clients[0].dropped_by(Drop::QueueLimit);
+    let drops_of =
+        |engine: &Engine| engine.snapshot().clients[0].dropped_by(ArbiterDrop::QueueLimit);
     cl.submit_key(&key(1, 80), 100, Direction::Out).unwrap();
     cl.submit_key(&key(1, 443), 100, Direction::Out).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -520,7 +524,11 @@ fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_dro
     // Instances: keyed by the masked source address only, hosts 1 and 2.
     let keys: Vec<FlowKey> = s.instances.iter().map(|i| i.key).collect();
     assert_eq!(keys, vec![only_src(1), only_src(2)]);
-    assert_eq!(s.unplaced.get(Drop::InstanceLimit), 4, "host 3's packets");
+    assert_eq!(
+        s.unplaced.get(ArbiterDrop::InstanceLimit),
+        4,
+        "host 3's packets"
+    );
     let (h1, h2) = (&s.instances[0], &s.instances[1]);
     // Queues: (class, masked key, weight) and what each was sent.
     let dport = |p: u16| FlowKey {
@@ -562,7 +570,7 @@ fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_dro
         assert_eq!(c.sent_pkts + c.drops.total(), want, "{:?}", q.key);
         assert_eq!(
             c.drops.total(),
-            c.drops.get(Drop::Sched(DropReason::FlowPacketLimit))
+            c.drops.get(ArbiterDrop::Sched(DropReason::FlowPacketLimit))
         );
         assert_eq!(c.sent_bytes, 1000 * c.sent_pkts);
         assert_eq!((c.backlog_pkts, c.backlog_bytes), (0, 0), "all sent");
@@ -577,16 +585,17 @@ fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_dro
         assert_eq!(q.counters.drops.total(), 0, "{:?}", q.counters);
     }
     // Port 82 got no queue: its drops are the instance's.
-    assert_eq!(h1.totals.drops.get(Drop::QueueLimit), 20);
+    assert_eq!(h1.totals.drops.get(ArbiterDrop::QueueLimit), 20);
     // An instance's totals are its queues plus its queue_limit drops.
     for i in &s.instances {
         let mut sum_q = pspat_engine::Counters::default();
         for q in &i.queues {
             sum_q.add(&q.counters);
         }
-        sum_q
-            .drops
-            .add(Drop::QueueLimit, i.totals.drops.get(Drop::QueueLimit));
+        sum_q.drops.add(
+            ArbiterDrop::QueueLimit,
+            i.totals.drops.get(ArbiterDrop::QueueLimit),
+        );
         assert_eq!(i.totals, sum_q);
         assert_eq!(i.expired_queues, 0);
     }
@@ -594,7 +603,7 @@ fn statistics_per_queue_add_up_to_the_engine_totals_and_name_masked_keys_and_dro
     let t = ds.totals();
     assert_eq!(t.sent_pkts, sum(|c| c.scheduled));
     assert_eq!(t.sent_bytes, sum(|c| c.scheduled_bytes));
-    for d in Drop::all() {
+    for d in ArbiterDrop::all() {
         assert_eq!(
             t.drops.get(d),
             snap.clients.iter().map(|c| c.dropped_by(d)).sum::<u64>(),

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use pspat_config::Direction;
-use pspat_engine::stats::{Drop, Filtered};
+use pspat_engine::stats::{ArbiterDrop, Filtered};
 use pspat_engine::{ClientConfig, Engine, EngineConfig, EngineSnapshot, Handoff};
 use pspat_io::afpacket::vnet::{self, VNET_HDR_LEN};
 use pspat_io::afpacket::{Fanout, FanoutMode, RxOptions, RxRing, TxOptions, TxSocket};
@@ -452,7 +452,7 @@ struct EngineTotals {
     submitted: u64,
     mailbox_full: u64,
     filtered: [u64; Filtered::COUNT],
-    dropped: [u64; Drop::COUNT],
+    dropped: [u64; ArbiterDrop::COUNT],
     sent: u64,
     sent_bytes: u64,
     send_failed: u64,
@@ -466,7 +466,7 @@ fn engine_totals(s: &EngineSnapshot) -> EngineTotals {
         for i in 0..Filtered::COUNT {
             t.filtered[i] += c.filtered[i];
         }
-        for i in 0..Drop::COUNT {
+        for i in 0..ArbiterDrop::COUNT {
             t.dropped[i] += c.dropped[i];
         }
         t.sent += c.sent;
@@ -521,7 +521,7 @@ fn drop_line(e: &EngineTotals, r: &RxTotals) -> String {
             parts.push(format!("{} {}", f.name(), e.filtered[f.slot()]));
         }
     }
-    for d in Drop::all() {
+    for d in ArbiterDrop::all() {
         if e.dropped[d.slot()] > 0 {
             parts.push(format!("{} {}", d.name(), e.dropped[d.slot()]));
         }
@@ -593,7 +593,7 @@ impl Summary<'_> {
         for f in Filtered::ALL {
             drops.insert(f.name().into(), json!(e.filtered[f.slot()]));
         }
-        for d in Drop::all() {
+        for d in ArbiterDrop::all() {
             drops.insert(d.name(), json!(e.dropped[d.slot()]));
         }
         drops.insert("mailbox_full".into(), json!(e.mailbox_full));
