@@ -4,7 +4,6 @@
 //! - [`model`]: schedulers, flowsets, pipes, rules and tables as plain data.
 //! - [`error`]: what a refused configuration reports.
 //! - [`classify`]: the packet classifier built from a model.
-//! - [`units`]: bandwidths, sizes and durations as ipfw writes them.
 //! - [`ipfw`]: the ipfw/dnctl command syntax (`sched 4 config type qfq bw 4Mbit/s`), read
 //!   and printed (the `Display` of [`Config`]).
 //! - [`toml`](mod@toml): the same model as TOML, read and printed.
@@ -32,7 +31,6 @@ pub mod ipfw;
 pub mod model;
 pub mod resolve;
 pub mod toml;
-pub mod units;
 
 use std::path::Path;
 

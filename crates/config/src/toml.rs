@@ -58,7 +58,7 @@ use crate::error::ConfigError;
 use crate::ipfw::{parser, print};
 use crate::model::*;
 use crate::resolve::{Draft, Loc, Located, TableCmd, MAX_ID};
-use crate::units;
+use pspat_units as units;
 
 /// Any TOML value this front end accepts where ipfw syntax has a word: a string, a number,
 /// a boolean, a list or an inline table. Converted to the model by the `TryFrom`s below,
@@ -150,11 +150,12 @@ macro_rules! loose_newtype {
 
 loose_newtype!(Bw, u64, |v| match v {
     Loose::Int(i) => u64::try_from(i).map_err(|_| format!("bandwidth {i} is negative")),
-    other => units::parse_bandwidth(&other.word()?),
+    other => Ok(units::parse_bandwidth(&other.word()?)?),
 });
 loose_newtype!(Dur, u64, |v| match v {
-    Loose::Str(s) => units::parse_duration(&s),
-    _ => Err("expected a duration string with a unit (\"10s\", \"500ms\")".to_owned()),
+    Loose::Bool(_) | Loose::List(_) | Loose::Map(_) =>
+        Err("expected a duration (\"10s\", \"500ms\", or seconds)".to_owned()),
+    other => Ok(units::parse_duration_ns(&other.word()?)?),
 });
 loose_newtype!(Bytes, u32, |v| {
     let n = match v {

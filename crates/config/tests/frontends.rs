@@ -209,7 +209,7 @@ fn syntax_errors_point_at_line_column_and_token() {
             "key=value",
         ),
         ("default maybe", 1, 9, "maybe", "expected an action"),
-        ("sched 1 config type drr idle 10", 1, 30, "10", "unit"),
+        ("sched 1 config type drr idle 10h", 1, 30, "10h", "unit"),
     ];
     for &(text, line, column, token, msg) in cases {
         let e = ipfw_err(text);
@@ -370,4 +370,18 @@ fn parse_file_chooses_the_front_end_by_extension() {
         e.contains("missing.ipfw") && e.contains("cannot read"),
         "{e}"
     );
+}
+
+#[test]
+fn a_bare_duration_is_seconds_in_both_syntaxes() {
+    // pspat-units' rule for a bare number: the quantity's base unit (seconds here).
+    let c = ipfw("sched 1 config type drr idle 10\nqueue 1 config sched 1 idle 0.5\n");
+    assert_eq!(c.schedulers[&1].idle_ns, 10_000_000_000);
+    assert_eq!(c.flowsets[&1].idle_ns, 500_000_000);
+    let t = parse_toml(
+        "[[sched]]\nid = 1\ntype = \"drr\"\nidle = 10\n[[queue]]\nid = 1\nsched = 1\nidle = \"0.5\"\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(t, c);
 }

@@ -50,7 +50,7 @@ use super::lexer::{lex_line, Kind, Token};
 use crate::error::ConfigError;
 use crate::model::*;
 use crate::resolve::{Draft, Loc, Located, TableCmd, MAX_ID};
-use crate::units;
+use pspat_units as units;
 
 /// dummynet options pspat refuses, with why.
 const NOT_EMULATED: &[&str] = &[
@@ -233,7 +233,7 @@ impl<'a> Cursor<'_, 'a> {
     /// A number in `range`, `what` naming it.
     fn number(&mut self, what: &str, lo: u64, hi: u64) -> R<u64> {
         let t = self.word(what)?;
-        let v = units::parse_uint(t.text, u128::from(u64::MAX))
+        let v = parse_uint(t.text, u128::from(u64::MAX))
             .ok()
             .and_then(|v| u64::try_from(v).ok())
             .ok_or_else(|| self.err_at(t, format!("expected {what}, a number")))?;
@@ -248,9 +248,9 @@ impl<'a> Cursor<'_, 'a> {
     }
 
     /// A word converted by `f`, whose error becomes a syntax error at the word.
-    fn with<T>(&mut self, what: &str, f: impl FnOnce(&str) -> Result<T, String>) -> R<T> {
+    fn with<T, E: ToString>(&mut self, what: &str, f: impl FnOnce(&str) -> Result<T, E>) -> R<T> {
         let t = self.word(what)?;
-        f(t.text).map_err(|m| self.err_at(t, m))
+        f(t.text).map_err(|m| self.err_at(t, m.to_string()))
     }
 
     fn end(&self) -> R<()> {
@@ -392,7 +392,7 @@ fn sched_config(c: &mut Cursor<'_, '_>, id: u32) -> R<SchedSpec> {
             "max-instances" => {
                 s.max_instances = c.number("a number of instances", 1, u32::MAX.into())? as u32
             }
-            "idle" => s.idle_ns = c.with("a duration", units::parse_duration)?,
+            "idle" => s.idle_ns = c.with("a duration", units::parse_duration_ns)?,
             _ => {
                 return Err(c.err_at(
                     t,
@@ -457,7 +457,7 @@ fn queue_config(c: &mut Cursor<'_, '_>, id: u32) -> R<FlowsetSpec> {
             "max-queues" | "buckets" => {
                 q.max_queues = c.number("a number of queues", 1, u32::MAX.into())? as u32
             }
-            "idle" => q.idle_ns = c.with("a duration", units::parse_duration)?,
+            "idle" => q.idle_ns = c.with("a duration", units::parse_duration_ns)?,
             _ => {
                 return Err(c.err_at(
                     t,
@@ -497,7 +497,7 @@ fn pipe_config(c: &mut Cursor<'_, '_>, id: u32) -> R<PipeSpec> {
             "max-instances" => {
                 p.max_instances = c.number("a number of instances", 1, u32::MAX.into())? as u32
             }
-            "idle" => p.idle_ns = c.with("a duration", units::parse_duration)?,
+            "idle" => p.idle_ns = c.with("a duration", units::parse_duration_ns)?,
             _ => {
                 return Err(c.err_at(
                     t,
@@ -517,7 +517,7 @@ fn mask4(text: &str) -> Result<u32, String> {
             .map(u32::from)
             .map_err(|_| format!("'{text}' is not an IPv4 mask"));
     }
-    units::parse_uint(text, u32::MAX.into()).map(|v| v as u32)
+    parse_uint(text, u32::MAX.into()).map(|v| v as u32)
 }
 
 /// An IPv6 mask: `/LEN` or an address.
@@ -558,13 +558,9 @@ fn mask(c: &mut Cursor<'_, '_>) -> R<FlowMask> {
             "dst-ip" => m.dst_ip = c.with("an IPv4 mask (0xff, 255.255.255.0)", mask4)?,
             "src-ip6" => m.src_ip6 = c.with("an IPv6 mask (/64, ffff::)", mask6)?,
             "dst-ip6" => m.dst_ip6 = c.with("an IPv6 mask (/64, ffff::)", mask6)?,
-            "src-port" => {
-                m.src_port = c.with("a port mask", |s| units::parse_uint(s, 0xffff))? as u16
-            }
-            "dst-port" => {
-                m.dst_port = c.with("a port mask", |s| units::parse_uint(s, 0xffff))? as u16
-            }
-            _ => m.proto = c.with("a protocol mask", |s| units::parse_uint(s, 0xff))? as u8,
+            "src-port" => m.src_port = c.with("a port mask", |s| parse_uint(s, 0xffff))? as u16,
+            "dst-port" => m.dst_port = c.with("a port mask", |s| parse_uint(s, 0xffff))? as u16,
+            _ => m.proto = c.with("a protocol mask", |s| parse_uint(s, 0xff))? as u8,
         }
     }
     if !any {
@@ -631,6 +627,20 @@ fn protocol(text: &str) -> Result<Option<u8>, String> {
         "unknown protocol '{text}' (expected ip, all, a number, or one of: {})",
         PROTOCOLS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
     ))
+}
+
+/// A mask or other unsigned number in hex (`0xff`) or decimal, up to `max`.
+fn parse_uint(s: &str, max: u128) -> Result<u128, String> {
+    let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u128::from_str_radix(h, 16)
+    } else {
+        s.parse::<u128>()
+    }
+    .map_err(|_| format!("'{s}' is not a number (decimal or 0x hex)"))?;
+    if v > max {
+        return Err(format!("{s} is larger than {max:#x}"));
+    }
+    Ok(v)
 }
 
 /// A host or prefix (`1.2.3.4`, `1.2.3.0/24`, `2001:db8::/32`).

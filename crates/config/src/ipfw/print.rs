@@ -10,7 +10,7 @@ use std::net::Ipv6Addr;
 
 use super::parser::PROTOCOLS;
 use crate::model::*;
-use crate::units;
+use pspat_units as units;
 
 /// A mask in ipfw syntax (without the leading `mask`); empty for the empty mask.
 pub fn mask_words(m: &FlowMask) -> String {

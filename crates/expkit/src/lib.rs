@@ -1,0 +1,1 @@
+//! pspat-expkit: the experiment kit's traffic tools (being filled in).

@@ -1,0 +1,1 @@
+//! pspat-plot: the one plot module (being filled in).

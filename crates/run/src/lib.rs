@@ -1,0 +1,1 @@
+//! pspat-run: the main job as a library (being filled in).

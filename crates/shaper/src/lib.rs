@@ -1,0 +1,1 @@
+//! pspat-shaper: the transparent shaper as a library (being filled in).
