@@ -9,7 +9,6 @@
 mod arch;
 mod compat;
 mod config;
-mod cpu;
 mod experiment;
 mod floor;
 mod keys;

@@ -15,6 +15,7 @@ use pspat_engine::stats::{ArbiterDrop, Filtered};
 use crate::keys::{KeyGen, Keyed};
 use crate::scenario::DummynetFile;
 use pspat_engine::traffic::{drive, SourceStats};
+use pspat_engine::reload::{Reload, Reloader};
 use pspat_engine::{Engine, EngineReport, EngineSnapshot};
 
 use crate::scenario::{fmt_rate, parse_duration_ns, parse_rate, Scenario};
@@ -291,7 +292,7 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
     let start = Instant::now();
     let run_for = Duration::from_nanos(sc.duration_ns);
     let first = engine.snapshot();
-    let cpu0 = crate::cpu::threads_cpu_s(&["pspat-"]);
+    let cpu0 = pspat_io::cpu::threads_cpu_s(&["pspat-"]);
     let mut prev = first.clone();
     let mut next_tick = start + interval;
     let mut watch = sc.dummynet.as_ref().map(|d| Reloader::new(&d.path));
@@ -338,7 +339,7 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         sources.push(t.join().unwrap_or_default());
     }
     let elapsed = start.elapsed();
-    let cpu1 = crate::cpu::threads_cpu_s(&["pspat-"]);
+    let cpu1 = pspat_io::cpu::threads_cpu_s(&["pspat-"]);
     let cpu: Vec<(String, f64)> = cpu1
         .iter()
         .map(|(k, v)| {
@@ -372,86 +373,6 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
             Some(ds) if stats_every.is_some() => emit(&format!("final statistics\n{ds}")),
             _ => Ok(()),
         }
-    }
-}
-
-/// A change every configuration read gets before the engine sees it.
-pub(crate) type Adjust = Box<dyn Fn(&mut pspat_config::Config)>;
-
-/// Watches the dummynet-style configuration file and applies it to the running engine
-/// when it changes (its modification time moves): rates, weights, rules and tables change
-/// without stopping the arbiter. A file that does not parse, or a change the engine cannot
-/// make live, is reported and the running configuration stays.
-pub(crate) struct Reloader {
-    /// Applied to every configuration read, before the engine sees it.
-    pub(crate) adjust: Option<Adjust>,
-    path: std::path::PathBuf,
-    seen: Option<std::time::SystemTime>,
-    next_check: Instant,
-}
-
-/// One reload.
-pub(crate) struct Reload {
-    path: std::path::PathBuf,
-    error: Option<String>,
-}
-
-impl std::fmt::Display for Reload {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.error {
-            None => write!(f, "reloaded {}: applied", self.path.display()),
-            Some(e) => write!(
-                f,
-                "reload of {} refused, the running configuration stays: {e}",
-                self.path.display()
-            ),
-        }
-    }
-}
-
-impl Reloader {
-    const EVERY: Duration = Duration::from_millis(200);
-
-    pub(crate) fn new(path: &std::path::Path) -> Self {
-        Reloader {
-            adjust: None,
-            path: path.to_path_buf(),
-            seen: Self::mtime(path),
-            next_check: Instant::now() + Self::EVERY,
-        }
-    }
-
-    fn mtime(path: &std::path::Path) -> Option<std::time::SystemTime> {
-        std::fs::metadata(path).and_then(|m| m.modified()).ok()
-    }
-
-    /// Checks the file (at most every 200 ms); applies it if it changed.
-    pub(crate) fn poll(&mut self, engine: &Engine) -> Option<Reload> {
-        if Instant::now() < self.next_check {
-            return None;
-        }
-        self.next_check = Instant::now() + Self::EVERY;
-        let m = Self::mtime(&self.path);
-        if m.is_none() || m == self.seen {
-            return None;
-        }
-        self.seen = m;
-        let error = match pspat_config::parse_file(&self.path) {
-            Err(e) => Some(e.to_string()),
-            Ok(mut c) => {
-                if let Some(f) = &self.adjust {
-                    f(&mut c);
-                }
-                engine
-                    .reconfigure(pspat_engine::Change::Config(Arc::new(c)))
-                    .err()
-                    .map(|e| e.to_string())
-            }
-        };
-        Some(Reload {
-            path: self.path.clone(),
-            error,
-        })
     }
 }
 

@@ -44,6 +44,7 @@ pub mod keyring;
 pub mod latency;
 pub mod link;
 pub mod lock;
+pub mod reload;
 mod service;
 pub mod shared;
 pub mod stall;

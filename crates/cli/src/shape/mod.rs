@@ -312,7 +312,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     let mut prev = (first.clone(), totals(&counters));
     let every = (a.stats > 0.0).then(|| Duration::from_secs_f64(a.stats));
     let mut next_tick = every.map(|e| start + e);
-    let mut watch = crate::run::Reloader::new(&a.config);
+    let mut watch = pspat_engine::reload::Reloader::new(&a.config);
     let frame_max = max_frame as u32;
     watch.adjust = Some(Box::new(move |c| {
         fit_frames(c, frame_max);
