@@ -14,8 +14,8 @@ use pspat_engine::stats::{ArbiterDrop, Filtered};
 
 use crate::keys::{KeyGen, Keyed};
 use crate::scenario::DummynetFile;
-use pspat_engine::traffic::{drive, SourceStats};
 use pspat_engine::reload::{Reload, Reloader};
+use pspat_engine::traffic::{drive, SourceStats};
 use pspat_engine::{Engine, EngineReport, EngineSnapshot};
 
 use crate::scenario::{fmt_rate, parse_duration_ns, parse_rate, Scenario};
