@@ -21,11 +21,19 @@
 //! Order: a client's packets enter the scheduler in submission order, and the scheduler
 //! keeps each flow FIFO, so a client's packets to one flow leave in order; dispatcher
 //! `c % T` and the client's own return mailbox keep that order to the wire.
+//!
+//! State, one small struct per concern, all held inline in [`Arbiter`] (no pointer to
+//! follow on the data path, nothing allocated after [`Arbiter::new`]): [`Drain`] (when
+//! block 1 runs: Delta_A), [`Deactivation`] (which idle clients leave the scan list, and
+//! when), [`Aggregator`] (decision aggregation, `aggregate.rs`), [`Outlet`] (where released
+//! packets go), [`ScanTally`] (what a scan moved, settled once at its end)
+//! and [`Pacing`] (how much a scan releases and how the loop waits), beside the service,
+//! the client ports and the state shared with the other threads.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::aggregate::{Aggregate, Aggregator};
 use crate::clock;
 use crate::config::EngineConfig;
 use crate::control::Pending;
@@ -53,6 +61,8 @@ const DEACTIVATE_BATCH: usize = 64;
 /// client left active costs one read of its mailbox's head per drain (a line nobody
 /// writes while it is idle), so up to `DEACTIVATE_BATCH - 1` of them cost far less.
 const DEACTIVATE_EVERY_NS: u64 = 100_000_000;
+/// Packets a drain takes from a mailbox at a time (`Consumer::extract_batch`).
+const DRAIN_BATCH: usize = 32;
 
 /// When a drain deactivates the idle clients it found ([`Arbiter::scan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,53 +131,85 @@ pub struct ScanOutcome {
     pub sent: u32,
 }
 
+/// Block 1's timing (Delta_A, PSPAT section 3.4) and its batch buffer.
+struct Drain {
+    /// Delta_A: the mailboxes are drained at most this often, ns.
+    delta_a_ns: u64,
+    /// Earliest time of the next drain, ns; 0 makes the next scan drain (before a sleep).
+    next_ns: u64,
+    /// When the last drain started, moved past voluntary waits (link sleeps, idle blocks),
+    /// ns: the drain gaps are counted in [`crate::stall`].
+    last_ns: u64,
+    /// Packets taken from one mailbox and not yet entered ([`DRAIN_BATCH`] of them; lent
+    /// to the drain, which puts it back).
+    buf: Vec<Pkt>,
+}
+
+/// Deactivation of idle clients: a client whose mailbox stayed empty long enough leaves
+/// the scan list ([`crate::activity`]), in batches because each batch costs a heavy fence
+/// (see [`DEACTIVATE_EVERY_NS`]).
+struct Deactivation {
+    /// A client whose mailbox was empty this long is idle, ns.
+    idle_ns: u64,
+    /// Clients a drain found idle, deactivated together at its end (one heavy fence for
+    /// all of them), as [`Deactivate`] says. Capacity: every client, so no allocation.
+    found: Vec<u32>,
+    /// Earliest time of the next deactivation while busy, ns.
+    next_ns: u64,
+}
+
+/// Where released packets go, and what did not go yet (blocks 2 and 3).
+struct Outlet {
+    /// The hand-off mode's transmitter or mailboxes.
+    to: Output,
+    /// A packet dequeued but refused by a full TX or return mailbox; sent first on the
+    /// next scan.
+    stash: Option<Pkt>,
+    /// Client hand-off mode (`to` is [`Output::Clients`]): clients give their mailbox
+    /// slots back themselves, after sending.
+    client_mode: bool,
+}
+
+/// What the current scan moved, settled once at its end ([`Arbiter::release_slots`])
+/// instead of per packet.
+struct ScanTally {
+    /// Clients with `departed > 0` in this scan. Capacity: every client, so no
+    /// allocation.
+    departing: Vec<u32>,
+    /// Scheduler packets entered into / taken out of the scheduler in this scan: the
+    /// shared `sched_backlog` counter moves once per scan by the difference.
+    entered: u64,
+    left: u64,
+}
+
+/// How much one scan releases and how the arbiter waits between scans (section 3.5).
+struct Pacing {
+    /// Most packets released per scan (the rest go on the next scan, after a look at the
+    /// mailboxes).
+    scan_batch: u32,
+    /// T_w: how long the arbiter spins without traffic before it blocks, ns.
+    spin_ns: u64,
+    /// Waits for the link at least this long are slept, shorter ones spun, ns.
+    link_spin_ns: u64,
+}
+
 /// The arbiter state, generic over the service (and through it the scheduler) so that
 /// the hot loop is monomorphised.
 pub(crate) struct Arbiter<V: Service> {
+    /// The algorithm and link(s).
     svc: V,
+    /// One per client, by client index.
     ports: Vec<ClientPort>,
     shared: Arc<Shared>,
-    out: Output,
-    /// A packet dequeued but refused by a full TX mailbox; sent first on the next scan.
-    stash: Option<Pkt>,
-    /// Aggregation: members of a dequeued aggregate not handed on yet (flow, count).
-    pending: Option<(u32, u32)>,
-    delta_a_ns: u64,
-    next_drain_ns: u64,
-    /// When the last drain started (moved past voluntary waits): drain gaps are counted
-    /// in [`crate::stall`].
-    last_drain_ns: u64,
-    spin_ns: u64,
-    /// Link waits at least this long are slept.
-    link_spin_ns: u64,
-    client_idle_ns: u64,
-    /// Decision aggregation: byte budget of one decision (0 = off) and, per flow, the
-    /// packets behind each aggregate in the scheduler.
-    aggregate_bytes: u64,
-    members: Vec<VecDeque<Pkt>>,
-    client_mode: bool,
-    /// Most packets released per scan.
-    scan_batch: u32,
     /// Told about every packet the service refuses (frame buffers to free).
     backend: Arc<dyn Backend>,
-    /// Clients with `departed > 0` in this scan (capacity: every client, so no allocation).
-    departing: Vec<u32>,
-    /// Clients a drain found idle for `client_idle_ns`, deactivated together at its end
-    /// (one heavy fence for all of them; capacity: every client), as [`Deactivate`] says.
-    idle: Vec<u32>,
-    /// Earliest time of the next busy-path deactivation (see [`DEACTIVATE_EVERY_NS`]).
-    next_deactivate_ns: u64,
-    /// Packets entered into / taken out of the scheduler in this scan: the shared
-    /// `sched_backlog` counter moves once per scan by the difference.
-    scan_in: u64,
-    scan_out: u64,
-    /// Packets a drain has taken from one mailbox and not yet entered ([`DRAIN_BATCH`]
-    /// of them; lent to the drain, which puts it back).
-    drain_buf: Vec<Pkt>,
+    drain: Drain,
+    idle: Deactivation,
+    agg: Aggregator,
+    out: Outlet,
+    tally: ScanTally,
+    pace: Pacing,
 }
-
-/// Packets a drain takes from a mailbox at a time (`Consumer::extract_batch`).
-const DRAIN_BATCH: usize = 32;
 
 impl<V: Service> Arbiter<V> {
     pub(crate) fn new(
@@ -182,42 +224,40 @@ impl<V: Service> Arbiter<V> {
             // Counted per client per scan instead (`release_slots`).
             tx.leave_sent_counts_to_caller();
         }
-        let aggregate_bytes = cfg.aggregate_bytes();
-        let members = if aggregate_bytes > 0 {
-            cfg.flows
-                .iter()
-                .map(|_| VecDeque::with_capacity(cfg.mailbox_entries))
-                .collect()
-        } else {
-            Vec::new()
-        };
         let client_mode = matches!(out, Output::Clients { .. });
-        let departing = Vec::with_capacity(ports.len());
-        let idle = Vec::with_capacity(ports.len());
+        let n_clients = ports.len();
         Self {
             svc,
             ports,
             shared,
-            out,
-            stash: None,
-            pending: None,
-            delta_a_ns: cfg.delta_a_ns,
-            next_drain_ns: 0,
-            last_drain_ns: 0,
-            spin_ns: cfg.spin_ns,
-            link_spin_ns: cfg.link_spin_ns,
-            client_idle_ns: cfg.client_idle_ns,
-            aggregate_bytes,
-            members,
-            scan_batch: cfg.scan_batch.max(1),
-            client_mode,
             backend,
-            departing,
-            idle,
-            next_deactivate_ns: 0,
-            scan_in: 0,
-            scan_out: 0,
-            drain_buf: vec![Pkt::default(); DRAIN_BATCH],
+            drain: Drain {
+                delta_a_ns: cfg.delta_a_ns,
+                next_ns: 0,
+                last_ns: 0,
+                buf: vec![Pkt::default(); DRAIN_BATCH],
+            },
+            idle: Deactivation {
+                idle_ns: cfg.client_idle_ns,
+                found: Vec::with_capacity(n_clients),
+                next_ns: 0,
+            },
+            agg: Aggregator::new(cfg.aggregate_bytes(), cfg.flows.len(), cfg.mailbox_entries),
+            out: Outlet {
+                to: out,
+                stash: None,
+                client_mode,
+            },
+            tally: ScanTally {
+                departing: Vec::with_capacity(n_clients),
+                entered: 0,
+                left: 0,
+            },
+            pace: Pacing {
+                scan_batch: cfg.scan_batch.max(1),
+                spin_ns: cfg.spin_ns,
+                link_spin_ns: cfg.link_spin_ns,
+            },
         }
     }
 
@@ -230,17 +270,17 @@ impl<V: Service> Arbiter<V> {
         let counters = &self.shared.arbiter_counters.0;
         counters.scans.add(1);
         let mut outcome = ScanOutcome::default();
-        if now >= self.next_drain_ns {
-            self.next_drain_ns = now + self.delta_a_ns;
+        if now >= self.drain.next_ns {
+            self.drain.next_ns = now + self.drain.delta_a_ns;
             counters.drains.add(1);
-            counters.stalls.gap(now.saturating_sub(self.last_drain_ns));
-            self.last_drain_ns = now;
+            counters.stalls.gap(now.saturating_sub(self.drain.last_ns));
+            self.drain.last_ns = now;
             outcome.drained = self.drain_clients(now, idle);
             self.svc.tick(now);
         }
         outcome.sent = self.release(now);
         self.release_slots();
-        self.hand_off();
+        self.out.hand_off(&self.shared);
         outcome
     }
 
@@ -253,7 +293,7 @@ impl<V: Service> Arbiter<V> {
         // Arbiter hand-off: this thread sends, and counts the sent packets here per client
         // rather than per packet in the transmitter. Flushing first hands every packet that
         // departed in this scan to the backend; the refusals come back per client.
-        let count_sent = if let Output::Arbiter(tx) = &mut self.out {
+        let count_sent = if let Output::Arbiter(tx) = &mut self.out.to {
             tx.flush();
             for (c, len) in tx.take_failures() {
                 let port = &mut self.ports[c as usize];
@@ -264,7 +304,7 @@ impl<V: Service> Arbiter<V> {
         } else {
             false
         };
-        for &c in &self.departing {
+        for &c in &self.tally.departing {
             let port = &mut self.ports[c as usize];
             let counters = &self.shared.counters[c as usize];
             let a = &counters.arbiter.0;
@@ -277,23 +317,24 @@ impl<V: Service> Arbiter<V> {
                 port.failed = 0;
                 port.failed_bytes = 0;
             }
-            if !self.client_mode {
+            if !self.out.client_mode {
                 port.mailbox.release(port.departed as usize);
             }
             port.departed = 0;
             port.departed_bytes = 0;
         }
-        self.departing.clear();
+        self.tally.departing.clear();
         let backlog = &self.shared.arbiter_counters.0.sched_backlog;
-        if self.scan_in != self.scan_out {
-            if self.scan_in > self.scan_out {
-                backlog.add(self.scan_in - self.scan_out);
+        let (entered, left) = (self.tally.entered, self.tally.left);
+        if entered != left {
+            if entered > left {
+                backlog.add(entered - left);
             } else {
-                backlog.sub(self.scan_out - self.scan_in);
+                backlog.sub(left - entered);
             }
         }
-        self.scan_in = 0;
-        self.scan_out = 0;
+        self.tally.entered = 0;
+        self.tally.left = 0;
     }
 
     /// Run-time changes and statistics requests queued by the controller, served between
@@ -315,13 +356,13 @@ impl<V: Service> Arbiter<V> {
     fn drain_clients(&mut self, now: u64, idle: Deactivate) -> u32 {
         let shared = Arc::clone(&self.shared);
         let mut drained = 0u32;
-        let mut buf = std::mem::take(&mut self.drain_buf);
+        let mut buf = std::mem::take(&mut self.drain.buf);
         shared.activity.for_each_active(|c| {
             let mut got = 0u32;
-            if self.client_mode {
+            if self.out.client_mode {
                 self.release_drained(c);
             }
-            if self.aggregate_bytes > 0 {
+            if self.agg.enabled() {
                 got = self.drain_aggregating(c, now);
             } else {
                 let mut accepted = 0;
@@ -338,20 +379,20 @@ impl<V: Service> Arbiter<V> {
                 }
                 if accepted > 0 {
                     self.shared.counters[c].arbiter.0.enqueued.add(accepted);
-                    self.scan_in += accepted;
+                    self.tally.entered += accepted;
                 }
             }
             drained += got;
             let port = &mut self.ports[c];
             if got > 0 {
                 port.last_busy_ns = now;
-            } else if now.saturating_sub(port.last_busy_ns) > self.client_idle_ns {
+            } else if now.saturating_sub(port.last_busy_ns) > self.idle.idle_ns {
                 // Idle for a while: stop visiting it (below, once the visit is over).
-                self.idle.push(c as u32);
+                self.idle.found.push(c as u32);
             }
         });
-        self.drain_buf = buf;
-        if !self.idle.is_empty() {
+        self.drain.buf = buf;
+        if !self.idle.found.is_empty() {
             self.settle_idle(now, idle);
         }
         drained
@@ -360,25 +401,23 @@ impl<V: Service> Arbiter<V> {
     /// Deactivates the clients the drain found idle if `when` says it is time to; otherwise
     /// leaves them active, to be found idle again by a later drain.
     fn settle_idle(&mut self, now: u64, when: Deactivate) {
-        if when == Deactivate::Now
-            || self.idle.len() >= DEACTIVATE_BATCH
-            || now >= self.next_deactivate_ns
-        {
-            self.next_deactivate_ns = now + DEACTIVATE_EVERY_NS;
+        let idle = &mut self.idle;
+        if when == Deactivate::Now || idle.found.len() >= DEACTIVATE_BATCH || now >= idle.next_ns {
+            idle.next_ns = now + DEACTIVATE_EVERY_NS;
             let activity = &self.shared.activity;
             // The re-check after the (one) heavy fence catches a packet pushed meanwhile
             // (see Activity::deactivate).
-            activity.deactivate_all(&self.idle);
+            activity.deactivate_all(&idle.found);
             let counters = &self.shared.arbiter_counters.0;
-            counters.deactivations.add(self.idle.len() as u64);
+            counters.deactivations.add(idle.found.len() as u64);
             counters.deactivation_fences.add(1);
-            for &c in &self.idle {
+            for &c in &idle.found {
                 if self.ports[c as usize].mailbox.has_message() {
                     activity.mark(c as usize);
                 }
             }
         }
-        self.idle.clear();
+        idle.found.clear();
     }
 
     /// Client hand-off mode: give back the mailbox slots of packets the client sent.
@@ -392,34 +431,24 @@ impl<V: Service> Arbiter<V> {
         }
     }
 
-    /// Decision aggregation: consecutive packets of one client and flow, up to
-    /// `aggregate_bytes`, become one scheduler packet; the members wait in `members`.
+    /// Decision aggregation: consecutive packets of one client and flow, up to the
+    /// aggregation budget, become one scheduler packet (see [`crate::aggregate`]).
     fn drain_aggregating(&mut self, c: usize, now: u64) -> u32 {
         let mut got = 0;
-        let mut head: Option<(Pkt, u32)> = None; // aggregate so far, member count
+        let mut open: Option<Aggregate> = None;
         while let Some(p) = self.ports[c].mailbox.extract() {
             got += 1;
-            if let Some((agg, k)) = head.as_mut() {
-                let len = u64::from(agg.len) + u64::from(p.len);
-                let flow_max = self.svc.max_len(p.flow);
-                if agg.flow == p.flow && len <= self.aggregate_bytes && len <= u64::from(flow_max) {
-                    agg.len += p.len;
-                    *k += 1;
-                    if let Some(m) = self.members.get_mut(p.flow as usize) {
-                        m.push_back(p);
-                    }
+            if let Some(agg) = open.as_mut() {
+                if self.agg.join(agg, p, self.svc.max_len(p.flow)) {
                     continue;
                 }
-                let (agg, k) = head.take().expect("checked above");
-                self.enqueue_aggregate(agg, k, now);
+                let done = *agg;
+                self.enqueue_aggregate(done, now);
             }
-            if let Some(m) = self.members.get_mut(p.flow as usize) {
-                m.push_back(p);
-            }
-            head = Some((p, 1));
+            open = Some(self.agg.open(p));
         }
-        if let Some((agg, k)) = head {
-            self.enqueue_aggregate(agg, k, now);
+        if let Some(done) = open {
+            self.enqueue_aggregate(done, now);
         }
         got
     }
@@ -437,21 +466,20 @@ impl<V: Service> Arbiter<V> {
         }
     }
 
-    /// Enqueues `p` standing for `k` packets (aggregation). A refusal is counted against
-    /// the client, signalled to it, and its slots released.
-    fn enqueue_aggregate(&mut self, mut p: Pkt, k: u32, now: u64) {
-        // The count travels in the descriptor's free word until dequeue.
-        p.depart_ns = u64::from(k);
-        match self.svc.enqueue(p, now) {
+    /// Enqueues an aggregate (its head packet, standing for its members). A refusal is
+    /// counted against the client, signalled to it, and its slots released.
+    fn enqueue_aggregate(&mut self, agg: Aggregate, now: u64) {
+        match self.svc.enqueue(agg.head, now) {
             Ok(()) => {
-                self.shared.counters[p.client as usize]
+                self.agg.accepted(&agg);
+                self.shared.counters[agg.head.client as usize]
                     .arbiter
                     .0
                     .enqueued
-                    .add(u64::from(k));
-                self.scan_in += 1;
+                    .add(u64::from(agg.members));
+                self.tally.entered += 1;
             }
-            Err(reason) => self.refused(p, k, reason),
+            Err(reason) => self.refused(agg.head, agg.members, reason),
         }
     }
 
@@ -464,15 +492,10 @@ impl<V: Service> Arbiter<V> {
         let counters = &self.shared.counters[c];
         counters.arbiter.0.dropped[reason.slot()].add(u64::from(k));
         counters.signal.0.drops.add(u64::from(k));
-        if self.aggregate_bytes > 0 {
-            if let Some(m) = self.members.get_mut(p.flow as usize) {
-                // The refused aggregate's members are the newest of the flow.
-                for _ in 0..k {
-                    if let Some(member) = m.pop_back() {
-                        self.backend.discard(&[member]);
-                    }
-                }
-            }
+        if self.agg.enabled() {
+            let backend = &self.backend;
+            self.agg
+                .refused(p.flow, k, |member| backend.discard(&[member]));
         } else {
             self.backend.discard(&[self.svc.refused(p)]);
         }
@@ -483,8 +506,8 @@ impl<V: Service> Arbiter<V> {
     /// `scan_batch` of them (the rest go on the next scan, after a look at the mailboxes).
     fn release(&mut self, now: u64) -> u32 {
         let mut sent = 0;
-        if let Some(p) = self.stash.take() {
-            if !self.output(p) {
+        if let Some(p) = self.out.stash.take() {
+            if !self.out.push(p, &mut self.ports) {
                 self.shared.arbiter_counters.0.tx_stalls.add(1);
                 return 0;
             }
@@ -492,32 +515,33 @@ impl<V: Service> Arbiter<V> {
         if !self.release_members(&mut sent) {
             return sent;
         }
-        if self.aggregate_bytes == 0 {
-            if let Output::Arbiter(tx) = &mut self.out {
+        let scan_batch = self.pace.scan_batch;
+        if !self.agg.enabled() {
+            if let Output::Arbiter(tx) = &mut self.out.to {
                 // The common case, one packet per decision and this thread sends: the
                 // loop below without its per-packet tests of the mode.
                 let first = sent;
-                while sent < self.scan_batch {
+                while sent < scan_batch {
                     let Some(mut p) = self.svc.dequeue(now) else {
                         break;
                     };
                     sent += 1;
                     self.svc.charge(&mut p);
-                    count_departure(&mut self.ports, &mut self.departing, &p);
+                    count_departure(&mut self.ports, &mut self.tally.departing, &p);
                     tx.push(p);
                 }
-                self.scan_out += u64::from(sent - first);
+                self.tally.left += u64::from(sent - first);
                 return sent;
             }
         }
-        while sent < self.scan_batch {
+        while sent < scan_batch {
             let Some(p) = self.svc.dequeue(now) else {
                 break;
             };
-            self.scan_out += 1;
-            if self.aggregate_bytes > 0 {
-                // One decision, `k` packets: all of them leave now, back to back.
-                self.pending = Some((p.flow, p.depart_ns as u32));
+            self.tally.left += 1;
+            if self.agg.enabled() {
+                // One decision, all of its members: they leave now, back to back.
+                self.agg.dequeued(p.flow);
                 if !self.release_members(&mut sent) {
                     break;
                 }
@@ -535,20 +559,7 @@ impl<V: Service> Arbiter<V> {
     /// Aggregation: hands on the members of the aggregate being released. Returns false
     /// if a full dispatcher mailbox stopped it (the rest stay pending).
     fn release_members(&mut self, sent: &mut u32) -> bool {
-        while let Some((flow, k)) = self.pending {
-            if k == 0 {
-                self.pending = None;
-                break;
-            }
-            self.pending = Some((flow, k - 1));
-            let Some(m) = self
-                .members
-                .get_mut(flow as usize)
-                .and_then(VecDeque::pop_front)
-            else {
-                self.pending = None;
-                break;
-            };
+        while let Some(m) = self.agg.next_member() {
             *sent += 1;
             if !self.depart(m) {
                 self.shared.arbiter_counters.0.tx_stalls.add(1);
@@ -563,14 +574,107 @@ impl<V: Service> Arbiter<V> {
     #[inline(always)]
     fn depart(&mut self, mut p: Pkt) -> bool {
         self.svc.charge(&mut p);
-        count_departure(&mut self.ports, &mut self.departing, &p);
-        self.output(p)
+        count_departure(&mut self.ports, &mut self.tally.departing, &p);
+        self.out.push(p, &mut self.ports)
     }
 
-    /// Hands a packet to its output; stashes it if a dispatcher mailbox is full.
+    /// Whether anything is waiting in the scheduler, the stash or an aggregate's release.
+    fn has_backlog(&self) -> bool {
+        !self.svc.is_empty() || self.out.stash.is_some() || self.agg.releasing()
+    }
+
+    /// The arbiter thread's loop, until a stop is requested (and, when asked, until
+    /// everything queued is sent). Returns what the final report needs.
+    pub(crate) fn run(mut self) -> ArbiterExit {
+        let shared = Arc::clone(&self.shared);
+        let parker = &shared.arbiter.0;
+        parker.register_current();
+        // The link starts now: no credit for the time before the engine ran.
+        self.svc.start(clock::now_ns());
+        let mut idle_since: Option<u64> = None;
+        self.drain.last_ns = clock::now_ns();
+        loop {
+            let now = clock::now_ns();
+            let outcome = self.scan(now, Deactivate::WhenDue);
+            if let Some(drain) = self.shared.stopping() {
+                if !drain || (!self.has_backlog() && self.mailboxes_empty()) {
+                    break;
+                }
+            }
+            if outcome.drained > 0 || outcome.sent > 0 {
+                idle_since = None;
+            }
+            if self.has_backlog() {
+                if self.out.stash.is_some() {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let wait = self.svc.wake_at_ns().saturating_sub(clock::now_ns());
+                if wait >= self.pace.link_spin_ns && wait > 0 {
+                    self.sleep_link(wait - SLEEP_EARLY_NS.min(wait / 2));
+                    // A voluntary wait is not a drain gap.
+                    self.drain.last_ns = clock::now_ns();
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            let since = *idle_since.get_or_insert(now);
+            if now - since < self.pace.spin_ns {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Idle for T_w: announce the sleep, look once more, block.
+            parker.prepare();
+            self.drain.next_ns = 0;
+            let again = self.scan(clock::now_ns(), Deactivate::Now);
+            if again.drained > 0 || self.has_backlog() || self.shared.stopping().is_some() {
+                parker.cancel();
+                idle_since = None;
+                continue;
+            }
+            let t0 = clock::now_ns();
+            let c = &self.shared.arbiter_counters.0;
+            c.idle_sleeps.add(1);
+            parker.sleep(Some(IDLE_BLOCK));
+            self.drain.last_ns = clock::now_ns();
+            c.slept_ns.add(self.drain.last_ns - t0);
+            idle_since = None;
+        }
+        if let Output::Arbiter(tx) = &mut self.out.to {
+            tx.finish();
+        }
+        ArbiterExit {
+            service: self.svc.summary(),
+            stashed: self.out.stash.is_some(),
+            members_left: self.agg.members_left(),
+            send_error: match &self.out.to {
+                Output::Arbiter(tx) => tx.last_error.clone(),
+                _ => None,
+            },
+        }
+    }
+
+    fn sleep_link(&self, ns: u64) {
+        let t0 = clock::now_ns();
+        let c = &self.shared.arbiter_counters.0;
+        c.link_sleeps.add(1);
+        std::thread::sleep(Duration::from_nanos(ns));
+        c.slept_ns.add(clock::now_ns() - t0);
+    }
+
+    /// Whether every client mailbox is empty (for a draining stop).
+    fn mailboxes_empty(&self) -> bool {
+        self.ports.iter().all(|p| !p.mailbox.has_message())
+    }
+}
+
+impl Outlet {
+    /// Hands a packet to its output; stashes it if a dispatcher or return mailbox is full
+    /// (returns false then).
     #[inline(always)]
-    fn output(&mut self, p: Pkt) -> bool {
-        match &mut self.out {
+    fn push(&mut self, p: Pkt, ports: &mut [ClientPort]) -> bool {
+        match &mut self.to {
             Output::Arbiter(tx) => {
                 tx.push(p);
                 true
@@ -588,7 +692,7 @@ impl<V: Service> Arbiter<V> {
             }
             Output::Clients { touched } => {
                 let c = p.client as usize;
-                let port = &mut self.ports[c];
+                let port = &mut ports[c];
                 let cleared = port
                     .cleared
                     .as_mut()
@@ -607,16 +711,16 @@ impl<V: Service> Arbiter<V> {
         }
     }
 
-    /// Block 3: send or notify.
-    fn hand_off(&mut self) {
-        match &mut self.out {
+    /// Block 3: send, or notify the dispatchers / clients that received packets.
+    fn hand_off(&mut self, shared: &Shared) {
+        match &mut self.to {
             Output::Arbiter(tx) => tx.flush(),
             Output::Dispatchers { touched, .. } => {
                 if touched.iter().any(|&t| t) {
                     publish_fence();
                     for (d, t) in touched.iter_mut().enumerate() {
                         if std::mem::take(t) {
-                            self.shared.dispatchers[d].0.wake();
+                            shared.dispatchers[d].0.wake();
                         }
                     }
                 }
@@ -625,101 +729,11 @@ impl<V: Service> Arbiter<V> {
                 if !touched.is_empty() {
                     publish_fence();
                     for c in touched.drain(..) {
-                        self.shared.clients[c as usize].0.wake();
+                        shared.clients[c as usize].0.wake();
                     }
                 }
             }
         }
-    }
-
-    /// Whether anything is waiting in the scheduler or the stash.
-    fn has_backlog(&self) -> bool {
-        !self.svc.is_empty() || self.stash.is_some() || self.pending.is_some()
-    }
-
-    /// The arbiter thread's loop, until a stop is requested (and, when asked, until
-    /// everything queued is sent). Returns what the final report needs.
-    pub(crate) fn run(mut self) -> ArbiterExit {
-        let shared = Arc::clone(&self.shared);
-        let parker = &shared.arbiter.0;
-        parker.register_current();
-        // The link starts now: no credit for the time before the engine ran.
-        self.svc.start(clock::now_ns());
-        let mut idle_since: Option<u64> = None;
-        self.last_drain_ns = clock::now_ns();
-        loop {
-            let now = clock::now_ns();
-            let outcome = self.scan(now, Deactivate::WhenDue);
-            if let Some(drain) = self.shared.stopping() {
-                if !drain || (!self.has_backlog() && self.mailboxes_empty()) {
-                    break;
-                }
-            }
-            if outcome.drained > 0 || outcome.sent > 0 {
-                idle_since = None;
-            }
-            if self.has_backlog() {
-                if self.stash.is_some() {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                let wait = self.svc.wake_at_ns().saturating_sub(clock::now_ns());
-                if wait >= self.link_spin_ns && wait > 0 {
-                    self.sleep_link(wait - SLEEP_EARLY_NS.min(wait / 2));
-                    // A voluntary wait is not a drain gap.
-                    self.last_drain_ns = clock::now_ns();
-                } else {
-                    std::hint::spin_loop();
-                }
-                continue;
-            }
-            let since = *idle_since.get_or_insert(now);
-            if now - since < self.spin_ns {
-                std::hint::spin_loop();
-                continue;
-            }
-            // Idle for T_w: announce the sleep, look once more, block.
-            parker.prepare();
-            self.next_drain_ns = 0;
-            let again = self.scan(clock::now_ns(), Deactivate::Now);
-            if again.drained > 0 || self.has_backlog() || self.shared.stopping().is_some() {
-                parker.cancel();
-                idle_since = None;
-                continue;
-            }
-            let t0 = clock::now_ns();
-            let c = &self.shared.arbiter_counters.0;
-            c.idle_sleeps.add(1);
-            parker.sleep(Some(IDLE_BLOCK));
-            self.last_drain_ns = clock::now_ns();
-            c.slept_ns.add(self.last_drain_ns - t0);
-            idle_since = None;
-        }
-        if let Output::Arbiter(tx) = &mut self.out {
-            tx.finish();
-        }
-        ArbiterExit {
-            service: self.svc.summary(),
-            stashed: self.stash.is_some(),
-            members_left: self.members.iter().map(|m| m.len() as u64).sum(),
-            send_error: match &self.out {
-                Output::Arbiter(tx) => tx.last_error.clone(),
-                _ => None,
-            },
-        }
-    }
-
-    fn sleep_link(&self, ns: u64) {
-        let t0 = clock::now_ns();
-        let c = &self.shared.arbiter_counters.0;
-        c.link_sleeps.add(1);
-        std::thread::sleep(Duration::from_nanos(ns));
-        c.slept_ns.add(clock::now_ns() - t0);
-    }
-
-    /// Whether every client mailbox is empty (for a draining stop).
-    fn mailboxes_empty(&self) -> bool {
-        self.ports.iter().all(|p| !p.mailbox.has_message())
     }
 }
 

@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod activity;
+mod aggregate;
 mod arbiter;
 pub mod barrier;
 pub mod client;
