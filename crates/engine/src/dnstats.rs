@@ -3,8 +3,9 @@
 //! show` print.
 //!
 //! [`crate::Engine::dummynet_stats`] asks the arbiter for a [`DummynetStats`] snapshot; the
-//! arbiter builds it between two scans (it alone owns the instances and queues), so one
-//! snapshot is consistent: every packet it counts is either sent, dropped with a reason,
+//! arbiter builds it (`DummynetStats::of`, below, from read-only views of the service's
+//! state in `dummynet.rs`) between two scans (it alone owns the instances and queues), so
+//! one snapshot is consistent: every packet it counts is either sent, dropped with a reason,
 //! or in a backlog, once. Building it allocates and walks every instance and queue; it is a
 //! control-path request, and the data path keeps no counter for it beyond what it already
 //! had: the per-queue counters are the scheduler's own per-flow statistics
@@ -36,6 +37,7 @@ use pspat_config::classify::{ClassOrigin, FlowKey, SchedOrigin};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
+use crate::dummynet::{Dummynet, Instance};
 use crate::stats::ArbiterDrop;
 
 /// Which configured scheduler: a `sched N` of the configuration, or the implicit scheduler
@@ -383,6 +385,74 @@ impl DummynetStats {
         DummynetRates {
             interval_ns,
             schedulers,
+        }
+    }
+
+    /// The snapshot of `d`, taken at `now` by the arbiter between two scans: every
+    /// scheduler, instance and queue (control path: allocates). Instances are listed by
+    /// key, queues by class and key.
+    pub(crate) fn of(d: &Dummynet, now: u64) -> DummynetStats {
+        let schedulers = d
+            .schedulers()
+            .iter()
+            .map(|st| {
+                let mut instances: Vec<InstanceStats> = d
+                    .instances_of(st)
+                    .map(|(id, key, inst)| InstanceStats::of(d, id, key, inst))
+                    .collect();
+                instances.sort_by_key(|i| i.key.to_words());
+                let config = st.config();
+                SchedulerStats {
+                    sched: config.origin.into(),
+                    live: st.live(),
+                    algorithm: config.algorithm.clone(),
+                    bandwidth_bps: config.bandwidth_bps,
+                    instances,
+                    expired_instances: st.expired_instances(),
+                    retired: st.retired(),
+                    unplaced: st.unplaced(),
+                }
+            })
+            .collect();
+        DummynetStats {
+            at_ns: now,
+            schedulers,
+            passed: d.passed(),
+            no_class_drops: d.no_class_drops(),
+        }
+    }
+}
+
+impl InstanceStats {
+    /// Instance `id` of `d`, under its masked `key`: its totals and every queue, with the
+    /// queue's counters from its flow in the instance's algorithm.
+    fn of(d: &Dummynet, id: u32, key: FlowKey, inst: &Instance) -> InstanceStats {
+        let sched = inst.scheduler();
+        let mut queues: Vec<QueueStats> = inst
+            .queues()
+            .filter_map(|q| {
+                let counters = Counters::of_flow(&sched.flow_stats(q.flow)?);
+                let class = d.class(q.class);
+                Some(QueueStats {
+                    class: ClassRef::from(class.origin()),
+                    key: q.key,
+                    weight: sched
+                        .flow_params(q.flow)
+                        .map_or(class.weight(), |p| p.weight),
+                    created_ns: q.created_ns,
+                    last_ns: q.last_ns,
+                    counters,
+                })
+            })
+            .collect();
+        queues.sort_by_key(|q| (q.class, q.key.to_words()));
+        InstanceStats {
+            id,
+            key,
+            created_ns: inst.created_ns(),
+            totals: inst.totals(),
+            queues,
+            expired_queues: inst.expired_queues(),
         }
     }
 }

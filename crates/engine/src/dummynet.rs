@@ -51,9 +51,7 @@ use pspat_sched::registry::{self, Params};
 use pspat_sched::{Backlog, DropReason, FlowId, FlowParams, SchedStats, Scheduler};
 
 use crate::control::Change;
-use crate::dnstats::{
-    ClassRef, Counters, Drops, DummynetStats, InstanceStats, QueueStats, SchedulerStats,
-};
+use crate::dnstats::{Counters, Drops, DummynetStats};
 use crate::keyring::KeyRings;
 use crate::link::Link;
 use crate::service::{Service, ServiceSummary};
@@ -82,7 +80,7 @@ pub fn class_code(origin: ClassOrigin) -> u32 {
 }
 
 /// What the arbiter keeps of a class.
-struct ClassState {
+pub(crate) struct ClassState {
     class: Class,
     /// Slot of its scheduler in `Dummynet::scheds`.
     sched: usize,
@@ -92,7 +90,7 @@ struct ClassState {
 }
 
 /// What the arbiter keeps of a scheduler.
-struct SchedState {
+pub(crate) struct SchedState {
     sched: Sched,
     /// Masked key -> slot in `inst_ids`.
     instances: KeyMap<FlowKey>,
@@ -110,7 +108,7 @@ struct SchedState {
 }
 
 /// One scheduler instance: an algorithm, its link and its queues.
-struct Instance {
+pub(crate) struct Instance {
     sched: Box<dyn Scheduler<Pkt>>,
     link: Link,
     /// Slot in `Dummynet::scheds`, and slot in that scheduler's instance map.
@@ -407,7 +405,7 @@ impl Dummynet {
             add_stats(&mut self.retired, &inst.sched.stats());
             let (s, slot) = inst.owner;
             let st = &mut self.scheds[s];
-            st.retired.add(&instance_totals(&inst));
+            st.retired.add(&inst.totals());
             st.expired_instances += 1;
             st.inst_ids[slot as usize] = NONE;
             self.free_instances.push(id);
@@ -719,97 +717,149 @@ impl Service for Dummynet {
             algorithm: "dummynet",
             stats,
             backlog,
-            dummynet: Some(self.stats(self.now)),
+            dummynet: Some(DummynetStats::of(self, self.now)),
         }
     }
 
     fn dummynet_stats(&self, now: u64) -> Result<DummynetStats, String> {
-        Ok(self.stats(now))
+        Ok(DummynetStats::of(self, now))
     }
 }
 
+/// Read-only views of the state for the statistics snapshot, which `dnstats.rs` builds
+/// ([`DummynetStats::of`]): the snapshot's shape lives there, the state's layout (slot
+/// maps, the `NONE` sentinel, the pass queue) here.
 impl Dummynet {
-    /// A snapshot of every scheduler, instance and queue (control path: allocates).
-    fn stats(&self, now: u64) -> DummynetStats {
-        let schedulers = self
-            .scheds
+    /// Every scheduler, live or removed, in slot order.
+    pub(crate) fn schedulers(&self) -> &[SchedState] {
+        &self.scheds
+    }
+
+    /// The instances of scheduler `st`: id, masked key and the instance, in slot order.
+    pub(crate) fn instances_of<'a>(
+        &'a self,
+        st: &'a SchedState,
+    ) -> impl Iterator<Item = (u32, FlowKey, &'a Instance)> + 'a {
+        st.inst_ids
             .iter()
-            .map(|st| {
-                let mut instances: Vec<InstanceStats> = st
-                    .inst_ids
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &id)| id != NONE)
-                    .filter_map(|(slot, &id)| {
-                        let inst = self.instances[id as usize].as_ref()?;
-                        let key = st.instances.key(slot as u32)?;
-                        Some(self.instance_stats(id, key, inst))
-                    })
-                    .collect();
-                instances.sort_by_key(|i| i.key.to_words());
-                SchedulerStats {
-                    sched: st.sched.origin.into(),
-                    live: st.live,
-                    algorithm: st.sched.algorithm.clone(),
-                    bandwidth_bps: st.sched.bandwidth_bps,
-                    instances,
-                    expired_instances: st.expired_instances,
-                    retired: st.retired,
-                    unplaced: st.unplaced,
-                }
+            .enumerate()
+            .filter(|&(_, &id)| id != NONE)
+            .filter_map(move |(slot, &id)| {
+                let inst = self.instances[id as usize].as_ref()?;
+                let key = st.instances.key(slot as u32)?;
+                Some((id, key, inst))
             })
-            .collect();
+    }
+
+    /// The class in slot `c` (a queue's [`QueueSlot::class`]).
+    pub(crate) fn class(&self, c: usize) -> &ClassState {
+        &self.classes[c]
+    }
+
+    /// What `allow`ed packets did, with those still waiting as its backlog.
+    pub(crate) fn passed(&self) -> Counters {
         let mut passed = self.passed;
         passed.backlog_pkts = self.pass.len() as u64;
         passed.backlog_bytes = self.pass.iter().map(|p| u64::from(p.len)).sum();
-        DummynetStats {
-            at_ns: now,
-            schedulers,
-            passed,
-            no_class_drops: self.no_class,
-        }
+        passed
     }
 
-    fn instance_stats(&self, id: u32, key: FlowKey, inst: &Instance) -> InstanceStats {
-        let mut queues: Vec<QueueStats> = inst
-            .flows
-            .iter()
-            .enumerate()
-            .filter_map(|(q, fc)| {
-                let (f, c) = (*fc)?;
-                let (_, qkey) = inst.queues.key(q as u32)?;
-                let counters = Counters::of_flow(&inst.sched.flow_stats(f)?);
-                Some(QueueStats {
-                    class: ClassRef::from(self.classes[c].class.origin),
-                    key: qkey,
-                    weight: inst
-                        .sched
-                        .flow_params(f)
-                        .map_or(self.classes[c].params.weight, |p| p.weight),
-                    created_ns: inst.queue_created_ns[q],
-                    last_ns: inst.last_ns[q],
-                    counters,
-                })
-            })
-            .collect();
-        queues.sort_by_key(|q| (q.class, q.key.to_words()));
-        InstanceStats {
-            id,
-            key,
-            created_ns: inst.created_ns,
-            totals: instance_totals(inst),
-            queues,
-            expired_queues: inst.expired_queues,
-        }
+    /// Packets whose class is no longer in the configuration (`no_class`).
+    pub(crate) fn no_class_drops(&self) -> u64 {
+        self.no_class
     }
 }
 
-/// Everything an instance did: its algorithm's totals (expired queues included) and the
-/// drops of packets that got no queue.
-fn instance_totals(inst: &Instance) -> Counters {
-    let mut c = Counters::of_sched(&inst.sched.stats());
-    c.drops.add_all(&inst.drops);
-    c
+impl ClassState {
+    /// Which flowset or pipe it is.
+    pub(crate) fn origin(&self) -> ClassOrigin {
+        self.class.origin
+    }
+
+    /// The weight its queues get.
+    pub(crate) fn weight(&self) -> u32 {
+        self.params.weight
+    }
+}
+
+impl SchedState {
+    /// The configured scheduler: origin, algorithm, bandwidth.
+    pub(crate) fn config(&self) -> &Sched {
+        &self.sched
+    }
+
+    /// Whether it is still in the configuration.
+    pub(crate) fn live(&self) -> bool {
+        self.live
+    }
+
+    /// Instances removed after their idle time.
+    pub(crate) fn expired_instances(&self) -> u64 {
+        self.expired_instances
+    }
+
+    /// Totals of its retired instances.
+    pub(crate) fn retired(&self) -> Counters {
+        self.retired
+    }
+
+    /// Drops of packets that got no instance.
+    pub(crate) fn unplaced(&self) -> Drops {
+        self.unplaced
+    }
+}
+
+/// One queue of an instance, as [`Instance::queues`] lists it.
+pub(crate) struct QueueSlot {
+    /// Its flow in the instance's algorithm.
+    pub(crate) flow: FlowId,
+    /// Its class's slot ([`Dummynet::class`]).
+    pub(crate) class: usize,
+    /// Its masked key.
+    pub(crate) key: FlowKey,
+    /// When it was created and when a packet last joined it (ns).
+    pub(crate) created_ns: u64,
+    pub(crate) last_ns: u64,
+}
+
+impl Instance {
+    /// The instance's algorithm (per-flow counters and parameters).
+    pub(crate) fn scheduler(&self) -> &dyn Scheduler<Pkt> {
+        &*self.sched
+    }
+
+    /// Its queues, in slot order.
+    pub(crate) fn queues(&self) -> impl Iterator<Item = QueueSlot> + '_ {
+        self.flows.iter().enumerate().filter_map(|(q, fc)| {
+            let (flow, class) = (*fc)?;
+            let (_, key) = self.queues.key(q as u32)?;
+            Some(QueueSlot {
+                flow,
+                class,
+                key,
+                created_ns: self.queue_created_ns[q],
+                last_ns: self.last_ns[q],
+            })
+        })
+    }
+
+    /// When it was created (ns).
+    pub(crate) fn created_ns(&self) -> u64 {
+        self.created_ns
+    }
+
+    /// Everything it did: its algorithm's totals (expired queues included) and the drops
+    /// of packets that got no queue.
+    pub(crate) fn totals(&self) -> Counters {
+        let mut c = Counters::of_sched(&self.sched.stats());
+        c.drops.add_all(&self.drops);
+        c
+    }
+
+    /// Queues removed after their idle time.
+    pub(crate) fn expired_queues(&self) -> u64 {
+        self.expired_queues
+    }
 }
 
 fn add_stats(into: &mut SchedStats, s: &SchedStats) {
