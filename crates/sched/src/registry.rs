@@ -59,7 +59,8 @@ pub struct AlgorithmInfo {
     pub guarantee: &'static str,
     /// Paper or reference the implementation follows.
     pub source: &'static str,
-    /// Source file, relative to the crate.
+    /// Source file, relative to the crate (`src/algorithms/drr.rs`): the algorithm's own
+    /// `file!()`, through [`source_file`].
     pub file: &'static str,
     /// Kind of service.
     pub class: ServiceClass,
@@ -72,6 +73,30 @@ impl AlgorithmInfo {
     pub fn answers_to(&self, name: &str) -> bool {
         self.name.eq_ignore_ascii_case(name)
             || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    }
+}
+
+/// `path`, a `file!()` of this crate, relative to the crate's directory, as
+/// [`AlgorithmInfo::file`] shows it: `src/algorithms/drr.rs`. `file!()` is relative to the
+/// workspace in a workspace build (`crates/sched/src/algorithms/drr.rs`) and longer in a
+/// build as a dependency; the part from the last `src` directory on is the same in all.
+/// A path without one is returned as it is.
+pub const fn source_file(path: &'static str) -> &'static str {
+    let b = path.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i + 4 <= b.len() {
+        let sep = b[i + 3] == b'/' || b[i + 3] == b'\\';
+        let at_dir = i == 0 || b[i - 1] == b'/' || b[i - 1] == b'\\';
+        if at_dir && sep && b[i] == b's' && b[i + 1] == b'r' && b[i + 2] == b'c' {
+            start = i;
+        }
+        i += 1;
+    }
+    match std::str::from_utf8(b.split_at(start).1) {
+        Ok(rest) => rest,
+        // Unreachable: `start` is at an ASCII byte, so the rest is UTF-8 if `path` is.
+        Err(_) => path,
     }
 }
 
@@ -320,6 +345,33 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n, "a name or alias is registered twice");
+    }
+
+    #[test]
+    fn source_files_are_the_algorithms_own() {
+        assert_eq!(
+            source_file("crates/sched/src/algorithms/drr.rs"),
+            "src/algorithms/drr.rs"
+        );
+        assert_eq!(
+            source_file(
+                "/home/u/.cargo/registry/src/index/pspat-sched-0.1.0/src/algorithms/qfq.rs"
+            ),
+            "src/algorithms/qfq.rs"
+        );
+        assert_eq!(source_file("src/lib.rs"), "src/lib.rs");
+        assert_eq!(source_file("lib.rs"), "lib.rs");
+        assert_eq!(source_file("a/mysrc/b.rs"), "a/mysrc/b.rs");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for a in algorithms() {
+            assert!(
+                a.file.starts_with("src/algorithms/"),
+                "{}: {}",
+                a.name,
+                a.file
+            );
+            assert!(dir.join(a.file).is_file(), "{}: {}", a.name, a.file);
+        }
     }
 
     #[test]

@@ -127,7 +127,7 @@ impl Policy for Drr {
         complexity: "O(1) (per visit; packets above the quantum need several visits)",
         guarantee: "weighted shares; delay grows with the number of flows",
         source: "Shreedhar, Varghese, SIGCOMM 1995",
-        file: "src/algorithms/drr.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[QUANTUM_PARAM],
     };

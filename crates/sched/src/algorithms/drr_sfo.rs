@@ -115,7 +115,7 @@ impl Policy for DrrSfo {
         complexity: "O(1) (plus one step per empty visit)",
         guarantee: "weighted shares; low latency for sparse flows",
         source: "RFC 8290 section 4.2; SCRR paper (NSDI 2025) section 3.3.1",
-        file: "src/algorithms/drr_sfo.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[QUANTUM_PARAM],
     };

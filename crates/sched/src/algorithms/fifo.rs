@@ -47,7 +47,7 @@ impl Algorithm for FifoAlgorithm {
         complexity: "O(1)",
         guarantee: "none between flows: arrival order",
         source: "dummynet dn_sched_fifo.c; Linux pfifo",
-        file: "src/algorithms/fifo.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::Fifo,
         params: &[],
     };

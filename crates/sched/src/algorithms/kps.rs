@@ -410,7 +410,7 @@ impl Policy for Kps {
         guarantee:
             "T-WFI < 7 L_i/(phi_i R) + (Q + L - L_i)/R (QFQ+ paper Thm 5, dS = 3 sigma_k; Q = tx queue + L)",
         source: "Karsten, INFOCOM 2006, ToN 2010 (from the abstracts); QFQ+ paper appendix A",
-        file: "src/algorithms/kps.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[],
     };

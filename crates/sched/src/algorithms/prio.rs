@@ -51,7 +51,7 @@ impl Algorithm for PrioAlgorithm {
         complexity: "O(1)",
         guarantee: "band b is served only when bands 0..b are empty",
         source: "Linux sch_prio.c; dummynet dn_sched_prio.c",
-        file: "src/algorithms/prio.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::StrictPriority,
         params: &[ParamInfo {
             name: "bands",

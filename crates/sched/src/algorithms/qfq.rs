@@ -812,7 +812,7 @@ impl Policy for Qfq {
         guarantee:
             "T-WFI <= 6 L_k/(phi_k R) + (Q + L - L_k)/R (pspat paper eq. 2, Q = tx queue + L)",
         source: "Checconi, Rizzo, Valente, ToN 2013; dummynet dn_sched_qfq.c",
-        file: "src/algorithms/qfq.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[],
     };

@@ -98,7 +98,7 @@ impl Outer for QfqOuter {
         guarantee:
             "T-WFI <= (11 - 1/m_k) L_k/(phi_k R) + (Q + M L - m_k L_k)/R (QFQ+ paper eq. 22)",
         source: "Valente, Computer Communications 2014; Linux sch_qfq.c",
-        file: "src/algorithms/qfq_plus.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[M_PARAM],
     };

@@ -26,7 +26,7 @@ impl TagRule for FinishTag {
         complexity: "O(log N)",
         guarantee: "weighted shares; fairness within one maximum packet per flow",
         source: "Golestani, INFOCOM 1994; SCRR paper section 6",
-        file: "src/algorithms/scfq.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[],
     };

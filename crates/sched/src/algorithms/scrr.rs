@@ -323,7 +323,7 @@ const fn info(
         complexity,
         guarantee: "weighted shares; clock advance <= M per round, burst <= (w+1) M (Thm 1, 2)",
         source: "Sharafzadeh et al., NSDI 2025 (SCRR), appendix A",
-        file: "src/algorithms/scrr.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[SEMANTICS_PARAM],
     }

@@ -28,7 +28,7 @@ impl TagRule for StartTag {
         complexity: "O(log N)",
         guarantee: "weighted shares; fairness within one maximum packet per flow",
         source: "Goyal, Vin, Cheng, ToN 1997; SCRR paper section 6",
-        file: "src/algorithms/stfq.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[],
     };

@@ -151,7 +151,7 @@ impl Policy for Wf2qPlus {
         complexity: "O(log N)",
         guarantee: "B-WFI <= phi Q + (2 - phi) L_i + L, Q = tx queue + L (QFQ+ paper Thm 4, 5)",
         source: "Bennett, Zhang, ToN 1997; QFQ+ paper appendix A.2",
-        file: "src/algorithms/wf2qp.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[],
     };

@@ -93,7 +93,7 @@ impl Outer for Wf2qOuter {
         complexity: "O(1) per packet, O(log N/m) per aggregate service",
         guarantee: "T-WFI <= (6 - 1/m_k) L_k/(phi_k R) + (Q + M L - m_k L_k)/R (QFQ+ paper Thm 1)",
         source: "Valente, Computer Communications 2014, sect. 2, applied to WF2Q+",
-        file: "src/algorithms/wf2qpp.rs",
+        file: crate::registry::source_file(file!()),
         class: ServiceClass::WeightedFair,
         params: &[M_PARAM],
     };
