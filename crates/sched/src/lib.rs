@@ -54,3 +54,10 @@ pub use registry::{AlgorithmInfo, Params, ServiceClass};
 pub use scheduler::Scheduler;
 pub use stats::{Backlog, DropCounts, DropReason, FlowStats, SchedStats};
 pub use vtime::VTime;
+
+/// The workspace README's Rust example ("Using the library"), compiled and run as one of
+/// this crate's doctests so that it keeps working as written. Every code block of README.md
+/// labelled `rust`, or not labelled, is a doctest: the others are labelled `sh`, `text`.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
