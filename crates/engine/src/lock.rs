@@ -12,7 +12,7 @@
 //! The owner then releases the lock, hands the batch to its own backend sender, takes the
 //! lock again and gives up ownership. This is Linux's `__QDISC_STATE_RUNNING` bit
 //! (`qdisc_run_begin` / `sch_direct_xmit`, which drops the root lock around
-//! `dev_hard_start_xmit` and re-takes it), and the choice the brief left open:
+//! `dev_hard_start_xmit` and re-takes it). In detail:
 //!
 //! - **Transmission happens outside the lock**, by per-client senders (each client, and the
 //!   watchdog, opens its own [`pspat_io::Sender`]). Only one thread at a time owns the
