@@ -30,12 +30,12 @@
 //!
 //! The PSPAT paper's mailbox (after FastForward) has no counter: the consumer empties a
 //! slot when it releases it, and the producer looks at the slot a line ahead before it
-//! enters a line. That version was this crate's until 2026-11-22: the release came
-//! thousands of messages after the read, so each line it emptied was a cache miss, 23% of
-//! the arbiter's time with 64 clients (`perf`). Another variant tried then (a lap-parity
-//! bit in word 0 instead of emptying, so the consumer writes no slot at all) moved
-//! messages faster between two threads but made the arbiter's mailbox reads slower on
-//! some runs: see docs/PERFORMANCE.md, "The mailbox's release".
+//! enters a line. This crate does not do that because the arbiter releases a slot
+//! thousands of messages after it read it, when the line has left its caches: emptying
+//! there is a cache miss per line, measured at 23% of the arbiter's time with 64 clients
+//! (`perf`). A lap-parity bit in word 0 instead of emptying (so the consumer writes no
+//! slot at all) moves messages faster between two threads but made the arbiter's mailbox
+//! reads slower on some runs: see docs/PERFORMANCE.md, "The mailbox's release".
 //!
 //! # Invariants
 //!

@@ -23,10 +23,10 @@
 //! - the racy queries keep their documented promises: `has_message() == true` means the
 //!   next `extract` returns a message, `is_full() == false` means the next `push` succeeds.
 //!
-//! # These models do catch broken protocols (checked by hand, 2026-11-22)
+//! # These models do catch broken protocols (checked by hand)
 //!
-//! Each of these edits of `src/mailbox.rs` (the credit protocol of that date), made one at
-//! a time and then undone, made every mailbox model fail or, where said, some of them:
+//! Each of these edits of the credit protocol in `src/mailbox.rs`, made one at a time and
+//! then undone, made every mailbox model fail or, where said, some of them:
 //!
 //! - publishing `released` with `Relaxed` instead of `Release` (`Consumer::publish`), or
 //!   loading it with `Relaxed` instead of `Acquire` (`Ring::limit`): all fail (the push is

@@ -26,9 +26,10 @@
 //! backlog, the handle, the packet-size and packet-count limits, the weight, the room left
 //! under the byte limit and the bytes sent; the algorithm's state `S` follows it. The cold
 //! part (byte limit as configured, priority, drop counters) lives in a parallel array and
-//! is read only by control operations, drops and strict-priority policies. (Before
-//! 2026-11-22 the entry was 80 bytes plus `S`, and an admission read its second cache
-//! line; see docs/PERFORMANCE.md, "Flow table cost".)
+//! is read only by control operations, drops and strict-priority policies. So an
+//! admission reads only the entry's first cache line: with 32k flows an enqueue+dequeue
+//! pair takes about half an L1 miss fewer than with an 80-byte entry whose second line
+//! held the byte limit (see docs/PERFORMANCE.md, "Flow table cost").
 //!
 //! # Counters
 //!
