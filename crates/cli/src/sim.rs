@@ -260,10 +260,7 @@ fn bounds(report: &SweepReport) -> Vec<Series> {
         let label = format!("{} bound", cell.alg);
         match out.iter_mut().find(|s| s.label == label) {
             Some(s) => s.points.push((cell.x, b)),
-            None => out.push(Series {
-                label,
-                points: vec![(cell.x, b)],
-            }),
+            None => out.push(Series::new(label, vec![(cell.x, b)])),
         }
     }
     out

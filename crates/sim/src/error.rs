@@ -22,12 +22,7 @@ pub enum SimError {
     /// The scheduler refused a flow.
     #[error("flow: {0}")]
     Flow(#[from] FlowError),
-    /// Writing an output failed.
-    #[error("writing '{path}': {reason}")]
-    Output {
-        /// Path of the file.
-        path: String,
-        /// What went wrong.
-        reason: String,
-    },
+    /// Drawing or writing a plot failed (the error names the file).
+    #[error(transparent)]
+    Plot(#[from] pspat_plot::PlotError),
 }

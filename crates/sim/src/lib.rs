@@ -12,9 +12,9 @@
 //! [`pspat_sched::reference::gps::FluidGps`], the service metrics
 //! [`pspat_sched::reference::wfi::measure`]. This crate adds the traffic
 //! ([`traffic`]), the scenario format ([`scenario`]), the event loop ([`run`]), the
-//! reductions ([`metrics`]), the plots ([`plot`]) and parameter sweeps ([`sweep`]), which
-//! also drive `pspat bench wfi`'s fill/drain experiments of the harness for the QFQ+
-//! paper's reproductions.
+//! reductions ([`metrics`]), the plots ([`plot`], drawn by `pspat-plot`) and parameter
+//! sweeps ([`sweep`]), which also drive `pspat bench wfi`'s fill/drain experiments of the
+//! harness for the QFQ+ paper's reproductions.
 //!
 //! ```
 //! use pspat_sim::{run, Scenario};

@@ -153,14 +153,8 @@ pub struct GroupReport {
     pub gps_delay_ns: Option<f64>,
 }
 
-/// A point series for the plots.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct Series {
-    /// Legend.
-    pub label: String,
-    /// Points.
-    pub points: Vec<(f64, f64)>,
-}
+/// A point series for the plots (pspat-plot's).
+pub use pspat_plot::Series;
 
 /// What the plots of one run draw.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

@@ -443,17 +443,11 @@ fn service_series(sc: &Scenario, out: &Outcome, weights: &[u32]) -> Vec<Series> 
     let dropped: std::collections::HashSet<usize> = out.trace.drops.iter().map(|d| d.seq).collect();
     let mut pkt: Vec<Series> = flows
         .iter()
-        .map(|&f| Series {
-            label: format!("flow {f} ({}) packet", group_of(sc, f)),
-            points: Vec::new(),
-        })
+        .map(|&f| Series::new(format!("flow {f} ({}) packet", group_of(sc, f)), Vec::new()))
         .collect();
     let mut fluid: Vec<Series> = flows
         .iter()
-        .map(|&f| Series {
-            label: format!("flow {f} GPS"),
-            points: Vec::new(),
-        })
+        .map(|&f| Series::new(format!("flow {f} GPS"), Vec::new()))
         .collect();
     let rate_bytes_ns = out.trace.rate_bps / 8e9;
     let mut k = 0usize; // first transmission not finished by t
@@ -527,10 +521,7 @@ fn plot_data(sc: &Scenario, out: &Outcome, weights: &[u32]) -> PlotData {
                     (crate::metrics::quantile(&d, q) / 1e3, q)
                 })
                 .collect();
-            data.delay_cdf.push(Series {
-                label: g.name.clone(),
-                points,
-            });
+            data.delay_cdf.push(Series::new(g.name.clone(), points));
         }
         if g.arrival.is_bursty() {
             let mut by_len: std::collections::BTreeMap<u32, (f64, u64)> = Default::default();
@@ -542,13 +533,13 @@ fn plot_data(sc: &Scenario, out: &Outcome, weights: &[u32]) -> PlotData {
                 }
             }
             if !by_len.is_empty() {
-                data.burst_latency.push(Series {
-                    label: g.name.clone(),
-                    points: by_len
+                data.burst_latency.push(Series::new(
+                    g.name.clone(),
+                    by_len
                         .into_iter()
                         .map(|(l, (s, n))| (f64::from(l), s / n as f64 / 1e3))
                         .collect(),
-                });
+                ));
             }
         }
     }

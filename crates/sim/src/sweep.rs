@@ -40,8 +40,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::SimError;
 use crate::metrics::Series;
-use crate::plot::{bar_chart, line_chart, LineChart, Scale};
 use crate::scenario::{parse_alg, Scenario};
+use pspat_plot::{bar_chart, line_chart, BarChart, LineChart, Scale};
 
 /// A sweep as written in its TOML file.
 #[derive(Clone, Debug, Deserialize)]
@@ -472,6 +472,7 @@ pub fn plot_sweep(
             algs.push(&c.alg);
         }
     }
+    let scale = |log: bool| if log { Scale::Log } else { Scale::Linear };
     if spec.chart == "bars" {
         let mut labels: Vec<String> = Vec::new();
         for c in &report.cells {
@@ -495,42 +496,37 @@ pub fn plot_sweep(
                 ((*a).to_owned(), vals)
             })
             .collect();
-        return bar_chart(
-            path,
-            &spec.title,
-            &spec.y_label,
-            &labels,
-            &series,
-            spec.log_y,
-        );
+        let chart = BarChart {
+            title: &spec.title,
+            y_label: &spec.y_label,
+            y_scale: scale(spec.log_y),
+        };
+        return Ok(bar_chart(path, &chart, &labels, &series)?);
     }
     let mut series: Vec<Series> = algs
         .iter()
-        .map(|a| Series {
-            label: (*a).to_owned(),
-            points: report
+        .map(|a| {
+            let points = report
                 .cells
                 .iter()
                 .filter(|c| c.alg == *a)
                 .map(|c| (c.x, c.y))
-                .collect(),
+                .collect();
+            Series::new(*a, points)
         })
         .collect();
     series.extend(extra.iter().cloned());
-    let scale = |log: bool| if log { Scale::Log } else { Scale::Linear };
-    line_chart(
-        path,
-        &LineChart {
-            title: &spec.title,
-            x_label: &spec.x_label,
-            y_label: &spec.y_label,
-            x_scale: scale(spec.log_x),
-            y_scale: scale(spec.log_y),
-            dashed_suffix: Some("bound"),
-            markers: true,
-        },
-        &series,
-    )
+    let chart = LineChart {
+        title: &spec.title,
+        x_label: &spec.x_label,
+        y_label: &spec.y_label,
+        x_scale: scale(spec.log_x),
+        y_scale: scale(spec.log_y),
+        dashed_suffix: Some("bound"),
+        markers: true,
+        ..LineChart::default()
+    };
+    Ok(line_chart(path, &chart, &series)?)
 }
 
 /// The analytic T-WFI bound, in the class's packet service times, of the algorithm `alg`
