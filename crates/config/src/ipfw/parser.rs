@@ -725,7 +725,9 @@ fn addr(c: &mut Cursor<'_, '_>) -> R<AddrMatch> {
     Ok(AddrMatch::Prefixes(ps))
 }
 
-fn port_range(text: &str) -> Result<PortRange, String> {
+/// One port or inclusive range (`80`, `1000-2000`); an empty range (`lo > hi`) is refused.
+/// A rule's port list ([`ports_str`]) is a comma-separated list of these.
+pub fn port_range(text: &str) -> Result<PortRange, String> {
     let p = |s: &str| {
         s.parse::<u16>()
             .map_err(|_| format!("'{text}' is not a port (0..=65535) or range lo-hi"))
