@@ -181,9 +181,9 @@ fn parse_rate(s: &str) -> Result<u64, String> {
     Ok((v * scale).round() as u64)
 }
 
-/// A time for an engine setting: `1us`, `500ns`, `0` (see `scenario::parse_duration_ns`).
+/// A time for an engine setting: `1us`, `500ns`, `0` (see `pspat_units::parse_duration_ns`).
 fn parse_time_ns(s: &str) -> Result<u64, String> {
-    crate::scenario::parse_duration_ns(s).map_err(|e| format!("{e:#}"))
+    pspat_units::parse_duration_ns(s).map_err(String::from)
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

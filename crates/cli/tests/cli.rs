@@ -418,7 +418,28 @@ fn run_writes_a_pcap_of_what_was_scheduled() {
 fn run_names_bad_input() {
     let o = run(&["run", "--rate", "fast", "--duration", "0.1s"]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("`fast`"), "{}", o.stderr);
+    // pspat-units' message quotes the text as 'fast'; the scenario's field names `rate`.
+    assert!(
+        o.stderr.contains("rate: ") && o.stderr.contains("'fast'"),
+        "{}",
+        o.stderr
+    );
+    // Parsed, but out of range: the checks on top of parsing stay usage errors.
+    let dn = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/config/run-customers.ipfw"
+    );
+    for (args, says) in [
+        (&["--rate", "0"][..], "(or unlimited)"),
+        (&["--rate", "11T"], "10 Tbit/s"),
+        (&["--duration", "soon"], "duration: "),
+        (&["--interval", "1h"], "--interval: "),
+        (&["--dummynet", dn, "--stats-every", "x"], "--stats-every: "),
+    ] {
+        let o = run(&[&["run", "--backend", "null"], args].concat());
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{args:?}: {}", o.stderr);
+    }
     let o = run(&[
         "run",
         "--alg",
