@@ -24,12 +24,10 @@
 //! offload state it arrived in, as it would cross the kernel's bridge: a checksum a local
 //! sender left to a veth's "hardware" stays partial and is finished (or trusted) by whoever
 //! is next. Without the header (`--sw-checksum`, or a kernel before 5.1) the receiving
-//! thread finishes such checksums in software (`csum.rs`), and the receiver behind the
+//! thread finishes such checksums in software (`pspat_io::afpacket::csum`), and the receiver behind the
 //! shaper then verifies each one again.
 
-mod csum;
 mod rx;
-mod tx;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -43,7 +41,7 @@ use pspat_config::Direction;
 use pspat_engine::stats::{ArbiterDrop, Filtered};
 use pspat_engine::{ClientConfig, Engine, EngineConfig, EngineSnapshot, Handoff};
 use pspat_io::afpacket::vnet::{self, VNET_HDR_LEN};
-use pspat_io::afpacket::{Fanout, FanoutMode, RxOptions, RxRing, TxOptions, TxSocket};
+use pspat_io::afpacket::{Fanout, FanoutMode, FrameTx, RxOptions, RxRing, TxOptions, TxSocket};
 use pspat_mailbox::FramePool;
 use serde_json::json;
 
@@ -238,7 +236,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     // A slot holds what the output socket sends: the virtio-net header, then the frame.
     let hdr = if vnet { VNET_HDR_LEN } else { 0 };
     let pool = FramePool::new(a.rx_threads, pool_slots(a, &cfg), hdr + max_frame.max(64));
-    let backend = tx::FrameTx::new(Arc::clone(&pool), &a.output, tx_opts);
+    let backend = FrameTx::new(Arc::clone(&pool), &a.output, tx_opts);
     let (engine, clients) =
         Engine::start(&cfg, Arc::new(backend)).context("starting the engine")?;
 

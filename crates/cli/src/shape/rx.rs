@@ -25,7 +25,7 @@ pub struct RxCounters {
     /// Their bytes.
     pub bytes: AtomicU64,
     /// Frames whose TCP/UDP checksum the shaper completed (sent by a local socket through
-    /// checksum offload, see `csum.rs`), without a virtio-net header.
+    /// checksum offload, see `pspat_io::afpacket::csum`), without a virtio-net header.
     pub csum_completed: AtomicU64,
     /// Frames whose checksum was still partial and went on partial, with their offload
     /// state in the virtio-net header (see `pspat_io::afpacket::vnet`).
@@ -213,7 +213,7 @@ fn rebuild(
         fr[14..16].copy_from_slice(&tci.to_be_bytes());
     }
     fr[12 + tag..].copy_from_slice(&f.data[12..]);
-    let completed = !vnet && f.csum_not_ready && super::csum::complete(fr);
+    let completed = !vnet && f.csum_not_ready && pspat_io::afpacket::csum::complete(fr);
     Ok((n, completed))
 }
 
@@ -460,7 +460,7 @@ mod tests {
         let plain = udp_frame(0x1234);
         let ring = ring_bytes(VnetHdr::default(), &plain);
         let mut want = tagged(&plain, 7);
-        assert!(super::super::csum::complete(&mut want));
+        assert!(pspat_io::afpacket::csum::complete(&mut want));
         assert_ne!(want[44..46], [0x12, 0x34]);
         let f = frame(&ring, false, Some(7), true);
         let mut scratch = vec![0u8; 1600];

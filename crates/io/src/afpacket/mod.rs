@@ -1,16 +1,20 @@
 //! AF_PACKET: whole Ethernet frames in and out of one Linux interface.
 //!
-//! Three pieces:
+//! The pieces:
 //!
 //! - [`TxSocket`]: sends frames given as byte slices, up to [`BATCH`] per sendmmsg(2);
 //! - [`RxRing`]: receives frames through a TPACKET_V3 ring shared with the kernel (no
 //!   system call per frame, one `poll(2)` per block at most);
 //! - [`AfPacket`]: the `afpacket` [`crate::Backend`], which turns scheduled [`crate::Pkt`]s
 //!   into Ethernet/IPv4/UDP frames carrying the [`crate::payload`] header and sends them
-//!   with a [`TxSocket`] per sending thread.
+//!   with a [`TxSocket`] per sending thread;
+//! - [`FrameTx`]: the `afpacket-frames` [`crate::Backend`], which sends whole received
+//!   frames held in a `pspat_mailbox::FramePool` (the scheduled descriptor names the slot);
+//! - [`csum`]: finishing a TCP/UDP checksum a sender left to offload, for frames forwarded
+//!   without their virtio-net header ([`vnet`]).
 //!
-//! [`TxSocket`] and [`RxRing`] are what a transparent shaper is made of: an [`RxRing`] on
-//! the input interface, a [`TxSocket`] on the output one.
+//! [`TxSocket`], [`RxRing`] and [`FrameTx`] are what a transparent shaper (pspat-shaper) is
+//! made of: an [`RxRing`] on the input interface, a [`FrameTx`] on the output one.
 //!
 //! Everything needs `CAP_NET_RAW` (root, or `setcap cap_net_raw+ep <binary>`): without it
 //! socket(2) fails and the error says so ([`AfPacketError::Permission`]).
@@ -111,7 +115,9 @@
 //! code, each block with its `// SAFETY:` argument.
 
 mod backend;
+pub mod csum;
 mod frame;
+mod frame_tx;
 mod rx;
 mod sys;
 mod tx;
@@ -122,6 +128,7 @@ use std::io;
 
 pub use backend::{AfPacket, DEFAULT_DST_IP, DEFAULT_PORT, DEFAULT_SRC_IP};
 pub use frame::Frame;
+pub use frame_tx::FrameTx;
 pub use rx::{Fanout, FanoutMode, RxOptions, RxRing, RxStats};
 pub use tx::{TxOptions, TxSocket, BATCH};
 

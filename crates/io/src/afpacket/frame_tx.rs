@@ -1,17 +1,22 @@
-//! The shaper's way out: a [`Backend`] whose senders copy each scheduled frame out of the
-//! frame pool (the descriptor's `client` and `seq` name its slot, see
-//! `pspat_engine::keyring`) and transmit it on the output interface with AF_PACKET.
+//! A shaper's way out: [`FrameTx`], a [`Backend`] whose senders copy each scheduled frame
+//! out of a [`FramePool`] (the descriptor's `client` and `seq` name its slot, see
+//! `pspat_engine::keyring`) and transmit it on the output interface with a [`TxSocket`].
+//!
+//! Each sender copies up to [`BATCH`] frames out of the pool into its own buffer (which
+//! frees their slots at once) and hands them to one sendmmsg(2); it allocates nothing per
+//! frame. A frame missing from the pool, or refused by the device, ends the batch there:
+//! the engine counts it and the rest as send failures, and [`Sender::discard`] frees only
+//! the slots that were not copied out already.
 
 use std::sync::Arc;
 
-use pspat_io::afpacket::{TxOptions, TxSocket};
-use pspat_io::{Backend, Pkt, SendError, Sender};
 use pspat_mailbox::FramePool;
 
-/// Frames per sendmmsg call.
-const BATCH: usize = 64;
+use super::{TxOptions, TxSocket, BATCH};
+use crate::{Backend, Pkt, SendError, Sender};
 
-/// Opens one AF_PACKET socket on `ifname` per transmitting thread.
+/// The `afpacket-frames` backend: opens one AF_PACKET socket on `ifname` per transmitting
+/// thread and sends the frames a [`FramePool`] holds.
 pub struct FrameTx {
     pool: Arc<FramePool>,
     ifname: String,

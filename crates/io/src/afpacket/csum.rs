@@ -7,8 +7,9 @@
 //! forwarder gets bytes only, so it must finish the checksum (RFC 1071 over the
 //! pseudo-header and the whole segment) before sending the frame on, or the receiver
 //! drops it as corrupt. Frames from a real wire are always complete and never pay this.
-//! Used only without virtio-net headers (`--sw-checksum`, kernels before 5.1): with them
-//! the partial state is passed on instead (see the module `shape`).
+//! A forwarder needs it only without virtio-net headers (pspat-shaper's `sw_checksum`,
+//! `pspat shape --sw-checksum`, kernels before 5.1): with them the partial state is passed
+//! on instead (see [`super::vnet`]).
 
 /// The one's-complement sum of `data` (big-endian 16-bit words, an odd last byte padded
 /// with zero) added to `acc`, not yet folded.
