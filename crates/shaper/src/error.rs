@@ -1,0 +1,75 @@
+//! Why a shaper did not start, or refused a new configuration.
+//!
+//! Each message is what `pspat shape` prints, its cause following as the error's source
+//! (the binary prints the chain on one line: `opening --out: <cause>`). The options are
+//! named as on the command line, which is where users meet them.
+
+use std::io;
+use std::path::PathBuf;
+
+use pspat_engine::EngineError;
+use pspat_io::afpacket::AfPacketError;
+
+/// Why [`crate::Shaper::start`] or [`crate::Shaper::reconfigure`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ShaperError {
+    /// Input and output are one interface.
+    #[error("--in and --out are the same interface ({0})")]
+    SameInterface(String),
+    /// Receiving threads out of 1..=64.
+    #[error("--rx-threads {0}: expected 1..=64")]
+    RxThreads(usize),
+    /// A receiving thread's CPU outside this process's affinity mask.
+    #[error("--rx-cpus: CPU {cpu} is not one this process may run on (allowed: {allowed:?})")]
+    RxCpu {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The CPUs this process may run on.
+        allowed: Vec<usize>,
+    },
+    /// A mailbox size that is not a power of two of at least 64.
+    #[error("--mailbox {0}: expected a power of two, at least 64")]
+    Mailbox(usize),
+    /// The configuration file does not read or parse.
+    #[error("reading {}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: pspat_config::ConfigError,
+    },
+    /// An AF_PACKET socket did not open (`what`: `opening --out`, `opening --in`, `opening
+    /// --out for the reverse path`, ...), or the output's MTU did not read.
+    #[error("{what}")]
+    Socket {
+        /// What was being opened or read.
+        what: String,
+        /// Why it failed (a missing capability or interface, named).
+        #[source]
+        source: AfPacketError,
+    },
+    /// The engine refused to start.
+    #[error("starting the engine")]
+    Engine(#[source] EngineError),
+    /// The engine refused a new configuration (the running one stays).
+    #[error("applying the configuration")]
+    Reconfigure(#[source] EngineError),
+    /// A thread did not start (`what`: `starting a receiving thread`, `starting the
+    /// reverse thread`).
+    #[error("{what}")]
+    Spawn {
+        /// Which thread.
+        what: &'static str,
+        /// The system's reason.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ShaperError {
+    pub(crate) fn socket(what: impl Into<String>) -> impl FnOnce(AfPacketError) -> Self {
+        let what = what.into();
+        move |source| ShaperError::Socket { what, source }
+    }
+}

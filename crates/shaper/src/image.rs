@@ -1,0 +1,293 @@
+//! A received frame as the output socket is to send it (its "image"): the frame as it was
+//! on the wire, an 802.1Q tag the kernel removed put back, behind its virtio-net header
+//! when the sockets carry one; without the header, a checksum the sender left partial is
+//! finished here (`pspat_io::afpacket::csum`). The receiving threads and the reverse path
+//! both build frames this way; when nothing changes, the image is the ring's own bytes,
+//! not a copy.
+
+use pspat_io::afpacket::csum;
+use pspat_io::afpacket::vnet::VNET_HDR_LEN;
+use pspat_io::afpacket::Frame;
+
+/// What the output socket is given for a frame: the bytes, and how many of them are the
+/// virtio-net header in front of the frame.
+pub(crate) struct Image<'a> {
+    /// The header (`hdr` bytes), then the frame.
+    pub bytes: &'a [u8],
+    /// Length of the virtio-net header: 0 or `VNET_HDR_LEN`.
+    pub hdr: usize,
+}
+
+impl Image<'_> {
+    /// The frame, without the header.
+    pub fn frame(&self) -> &[u8] {
+        &self.bytes[self.hdr..]
+    }
+}
+
+/// Why a frame cannot be sent on.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Unsendable {
+    /// Captured shorter than on the wire.
+    Truncated,
+    /// Shorter than an Ethernet header.
+    Runt,
+    /// Longer than `max_frame` (or than the room given), tag included.
+    TooLong,
+}
+
+/// Checks that `f` can be sent on; returns the lengths of its tag (0 or 4) and header.
+fn sendable(
+    f: &Frame<'_>,
+    vnet: bool,
+    max_frame: usize,
+    room: usize,
+) -> Result<(usize, usize), Unsendable> {
+    if (f.data.len() as u64) < u64::from(f.wire_len) {
+        return Err(Unsendable::Truncated);
+    }
+    if f.data.len() < 14 {
+        return Err(Unsendable::Runt);
+    }
+    // A ring without the header cannot feed a socket that expects one (never happens:
+    // both are opened with the same setting).
+    if vnet && f.with_vnet.is_empty() {
+        return Err(Unsendable::Truncated);
+    }
+    let tag = if f.vlan_tci.is_some() { 4 } else { 0 };
+    let hdr = if vnet { VNET_HDR_LEN } else { 0 };
+    if f.data.len() + tag > max_frame || hdr + f.data.len() + tag > room {
+        return Err(Unsendable::TooLong);
+    }
+    Ok((tag, hdr))
+}
+
+/// Writes into `out` what the output socket sends for `f`: the frame as it was on the
+/// wire (an 802.1Q tag the kernel removed is put back), behind its virtio-net header when
+/// `vnet`; without one, a checksum the sender left partial is finished here. Returns the
+/// length and whether a checksum was finished.
+pub(crate) fn write_image(
+    f: &Frame<'_>,
+    vnet: bool,
+    max_frame: usize,
+    out: &mut [u8],
+) -> Result<(usize, bool), Unsendable> {
+    let (tag, hdr) = sendable(f, vnet, max_frame, out.len())?;
+    rebuild(f, vnet, tag, hdr, out)
+}
+
+/// [`write_image`] once [`sendable`] gave the tag and header lengths (and `out` is known
+/// to hold them and the frame).
+fn rebuild(
+    f: &Frame<'_>,
+    vnet: bool,
+    tag: usize,
+    hdr: usize,
+    out: &mut [u8],
+) -> Result<(usize, bool), Unsendable> {
+    let n = hdr + f.data.len() + tag;
+    let out = &mut out[..n];
+    if let Some(h) = f.vnet().filter(|_| vnet) {
+        // The tag goes in before the network header: offsets from the frame's start move.
+        h.shifted(tag as u16).ok_or(Unsendable::TooLong)?.write(out);
+    }
+    let fr = &mut out[hdr..];
+    fr[..12].copy_from_slice(&f.data[..12]);
+    if let Some(tci) = f.vlan_tci {
+        fr[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+        fr[14..16].copy_from_slice(&tci.to_be_bytes());
+    }
+    fr[12 + tag..].copy_from_slice(&f.data[12..]);
+    let completed = !vnet && f.csum_not_ready && csum::complete(fr);
+    Ok((n, completed))
+}
+
+/// [`write_image`] without the copy when nothing changes: then the image is the frame's
+/// own bytes in the ring (with the header the kernel wrote before them, when `vnet`).
+pub(crate) fn image<'a>(
+    f: &Frame<'a>,
+    vnet: bool,
+    max_frame: usize,
+    scratch: &'a mut [u8],
+) -> Result<(Image<'a>, bool), Unsendable> {
+    let (tag, hdr) = sendable(f, vnet, max_frame, scratch.len())?;
+    if tag == 0 && vnet {
+        let bytes = f.with_vnet;
+        return Ok((Image { bytes, hdr }, false));
+    }
+    if tag == 0 && !f.csum_not_ready {
+        return Ok((Image { bytes: f.data, hdr }, false));
+    }
+    let (n, completed) = rebuild(f, vnet, tag, hdr, scratch)?;
+    Ok((
+        Image {
+            bytes: &scratch[..n],
+            hdr,
+        },
+        completed,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pspat_io::afpacket::vnet::{VnetHdr, F_NEEDS_CSUM};
+
+    /// An Ethernet/IPv4/UDP frame of 60 bytes whose UDP checksum field holds `partial`.
+    fn udp_frame(partial: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&46u16.to_be_bytes());
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 77, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 77, 0, 2]);
+        f[34..36].copy_from_slice(&10000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&9000u16.to_be_bytes());
+        f[38..40].copy_from_slice(&26u16.to_be_bytes());
+        f[40..42].copy_from_slice(&partial.to_be_bytes());
+        for (i, b) in f[42..].iter_mut().enumerate() {
+            *b = i as u8 * 3 + 1;
+        }
+        f
+    }
+
+    /// The header a ring writes for a UDP frame a local socket left partial.
+    fn partial_hdr() -> VnetHdr {
+        VnetHdr {
+            flags: F_NEEDS_CSUM,
+            csum_start: 34,
+            csum_offset: 6,
+            ..VnetHdr::default()
+        }
+    }
+
+    /// `with_vnet` is the header then the frame, as the ring lays them out.
+    fn frame<'a>(with_vnet: &'a [u8], vnet: bool, tci: Option<u16>, not_ready: bool) -> Frame<'a> {
+        let data = &with_vnet[VNET_HDR_LEN..];
+        Frame {
+            data,
+            wire_len: data.len() as u32,
+            ts_ns: 0,
+            vlan_tci: tci,
+            csum_not_ready: not_ready,
+            with_vnet: if vnet { with_vnet } else { &[] },
+        }
+    }
+
+    fn ring_bytes(h: VnetHdr, f: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; VNET_HDR_LEN];
+        h.write(&mut b);
+        b.extend_from_slice(f);
+        b
+    }
+
+    fn tagged(f: &[u8], tci: u16) -> Vec<u8> {
+        let mut t = f.to_vec();
+        t.splice(12..12, [0x81, 0x00, (tci >> 8) as u8, tci as u8]);
+        t
+    }
+
+    #[test]
+    fn with_a_header_an_untagged_frame_goes_on_from_the_ring_uncopied() {
+        let ring = ring_bytes(partial_hdr(), &udp_frame(0x1234));
+        let f = frame(&ring, true, None, true);
+        let mut scratch = vec![0u8; 1600];
+        let (img, completed) = image(&f, true, 1518, &mut scratch).unwrap();
+        assert!(!completed, "the checksum stays partial");
+        assert_eq!(img.bytes.as_ptr(), ring.as_ptr(), "the ring's own bytes");
+        assert_eq!(img.bytes, &ring[..]);
+        assert_eq!(img.hdr, VNET_HDR_LEN);
+        assert_eq!(img.frame(), &ring[VNET_HDR_LEN..]);
+        // The reverse path's copy is the same bytes.
+        let mut out = vec![0u8; 1600];
+        assert_eq!(write_image(&f, true, 1518, &mut out), Ok((70, false)));
+        assert_eq!(&out[..70], &ring[..]);
+    }
+
+    #[test]
+    fn a_tag_put_back_moves_the_headers_offsets_and_leaves_the_checksum_partial() {
+        let plain = udp_frame(0x1234);
+        let ring = ring_bytes(partial_hdr(), &plain);
+        let f = frame(&ring, true, Some(0x2005), true);
+        let mut scratch = vec![0u8; 1600];
+        let (img, completed) = image(&f, true, 1518, &mut scratch).unwrap();
+        assert!(!completed);
+        let h = VnetHdr::parse(img.bytes).unwrap();
+        assert_eq!(
+            (h.flags, h.csum_start, h.csum_offset),
+            (F_NEEDS_CSUM, 38, 6)
+        );
+        assert_eq!(img.frame(), &tagged(&plain, 0x2005)[..]);
+    }
+
+    #[test]
+    fn without_a_header_a_partial_checksum_is_finished_here() {
+        let plain = udp_frame(0x1234);
+        let ring = ring_bytes(VnetHdr::default(), &plain);
+        let mut want = tagged(&plain, 7);
+        assert!(csum::complete(&mut want));
+        assert_ne!(want[44..46], [0x12, 0x34]);
+        let f = frame(&ring, false, Some(7), true);
+        let mut scratch = vec![0u8; 1600];
+        let (img, completed) = image(&f, false, 1518, &mut scratch).unwrap();
+        assert!(completed);
+        assert_eq!(img.hdr, 0);
+        assert_eq!(img.bytes, &want[..]);
+        // Untagged and complete: the ring's bytes, uncopied.
+        let f = frame(&ring, false, None, false);
+        let (img, completed) = image(&f, false, 1518, &mut scratch).unwrap();
+        assert!(!completed);
+        assert_eq!(img.bytes.as_ptr(), ring[VNET_HDR_LEN..].as_ptr());
+    }
+
+    #[test]
+    fn unsendable_frames_say_why() {
+        let ring = ring_bytes(partial_hdr(), &udp_frame(0));
+        let mut scratch = vec![0u8; 1600];
+        let mut f = frame(&ring, true, None, true);
+        f.wire_len = 61;
+        assert_eq!(
+            image(&f, true, 1518, &mut scratch).err(),
+            Some(Unsendable::Truncated)
+        );
+        let short = frame(&ring[..VNET_HDR_LEN + 13], true, None, false);
+        assert_eq!(
+            image(&short, true, 1518, &mut scratch).err(),
+            Some(Unsendable::Runt)
+        );
+        let f = frame(&ring, true, None, true);
+        // Longer than the output sends, or than the slot holds (header included).
+        assert_eq!(
+            image(&f, true, 59, &mut scratch).err(),
+            Some(Unsendable::TooLong)
+        );
+        assert_eq!(
+            image(&f, true, 60, &mut scratch).map(|(i, _)| i.bytes.len()),
+            Ok(70)
+        );
+        assert_eq!(
+            image(&f, true, 1518, &mut scratch[..69]).err(),
+            Some(Unsendable::TooLong)
+        );
+        // The tag counts against both.
+        let f = frame(&ring, true, Some(1), true);
+        assert_eq!(
+            image(&f, true, 63, &mut scratch).err(),
+            Some(Unsendable::TooLong)
+        );
+        assert_eq!(
+            write_image(&f, true, 64, &mut scratch[..73]),
+            Err(Unsendable::TooLong)
+        );
+        assert_eq!(
+            write_image(&f, true, 64, &mut scratch[..74]),
+            Ok((74, false))
+        );
+        // A socket expecting a header cannot take a frame that came without one.
+        let f = frame(&ring, false, None, false);
+        assert!(image(&f, true, 1518, &mut scratch).is_err());
+    }
+}

@@ -1,0 +1,145 @@
+//! The shaper's receiving threads: each is a PSPAT client. It takes the frames an
+//! AF_PACKET ring received on the input interface, copies each into its region of the
+//! frame pool, classifies it with the configuration and submits it (tagged with its frame
+//! slot); with client hand-off it also transmits what the arbiter cleared for it.
+//!
+//! Per frame: the counters' `fetch_add`s, at most one copy into a scratch buffer (only
+//! when a tag is put back or a checksum finished, see `image.rs`), one copy into the pool,
+//! one classification and one mailbox push. No lock, no allocation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pspat_config::Direction;
+use pspat_engine::{Client, SubmitError};
+use pspat_io::afpacket::{Frame, RxRing, RxStats};
+use pspat_mailbox::{FrameError, FrameWriter};
+
+use crate::counters::{add, RxCounters};
+use crate::image::{image, Unsendable};
+
+/// One receiving thread's state.
+pub(crate) struct Forwarder {
+    pub ring: RxRing,
+    pub client: Client,
+    pub frames: FrameWriter,
+    pub counters: Arc<RxCounters>,
+    /// Where and how the frames go on.
+    pub out: Out,
+}
+
+impl Forwarder {
+    /// Runs until `stop`; returns the last ring error, if any.
+    pub fn run(mut self, stop: &AtomicBool) -> Option<String> {
+        let mut scratch = vec![0u8; self.frames.pool().slot_bytes()];
+        let mut error = None;
+        let mut last_stats = RxStats::default();
+        let mut polls = 0u32;
+        // ORDERING: Relaxed: a stop request needs no ordering with the frames (pairs with
+        // the Relaxed store in `Shaper::stop`; the thread's results are published by join).
+        while !stop.load(Ordering::Relaxed) {
+            // Client hand-off: the arbiter's cleared frames go out between receptions.
+            self.client.drain();
+            let timeout = if self.client.transmits_itself() {
+                Duration::from_micros(50)
+            } else {
+                Duration::from_millis(50)
+            };
+            match self.ring.wait(timeout) {
+                Ok(false) => {}
+                Ok(true) => {
+                    let (client, frames, counters, out) = (
+                        &mut self.client,
+                        &mut self.frames,
+                        &*self.counters,
+                        self.out,
+                    );
+                    self.ring.for_each_frame(|f| {
+                        forward(client, frames, counters, out, &f, &mut scratch)
+                    });
+                }
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+            polls = polls.wrapping_add(1);
+            if polls % 64 == 0 {
+                if let Ok(s) = self.ring.stats() {
+                    add(&self.counters.ring_drops, s.drops - last_stats.drops);
+                    last_stats = s;
+                }
+            }
+        }
+        if let Ok(s) = self.ring.stats() {
+            add(&self.counters.ring_drops, s.drops - last_stats.drops);
+        }
+        error
+    }
+}
+
+/// Where and how received frames go on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Out {
+    /// The longest frame the output interface sends.
+    pub max_frame: usize,
+    /// The direction rules see the frames in.
+    pub dir: Direction,
+    /// The ring and the output socket carry a virtio-net header before each frame.
+    pub vnet: bool,
+}
+
+/// One received frame: into the pool, classified, submitted; or counted.
+fn forward(
+    client: &mut Client,
+    frames: &mut FrameWriter,
+    counters: &RxCounters,
+    out: Out,
+    f: &Frame<'_>,
+    scratch: &mut [u8],
+) {
+    add(&counters.frames, 1);
+    add(&counters.bytes, u64::from(f.wire_len));
+    let img = match image(f, out.vnet, out.max_frame, scratch) {
+        Ok((img, completed)) => {
+            if completed {
+                add(&counters.csum_completed, 1);
+            } else if out.vnet && f.csum_not_ready {
+                add(&counters.csum_passed, 1);
+            }
+            img
+        }
+        Err(why) => {
+            let c = match why {
+                Unsendable::Truncated => &counters.truncated,
+                Unsendable::Runt => &counters.runt,
+                Unsendable::TooLong => &counters.too_long,
+            };
+            add(c, 1);
+            return;
+        }
+    };
+    let slot = match frames.put(img.bytes) {
+        Ok(s) => s,
+        Err(FrameError::TooLong { .. }) => {
+            add(&counters.too_long, 1);
+            return;
+        }
+        Err(_) => {
+            add(&counters.pool_full, 1);
+            return;
+        }
+    };
+    let data = img.frame();
+    match client.submit_frame_tagged(data, data.len() as u32, out.dir, slot) {
+        Ok(_) => {}
+        Err(e) => {
+            // The engine counted rule drops, malformed frames and full mailboxes.
+            if matches!(e, SubmitError::Stopped) {
+                add(&counters.stopped, 1);
+            }
+            frames.cancel(slot);
+        }
+    }
+}
