@@ -1,0 +1,186 @@
+//! `pspat shape`: the transparent shaper of `pspat-shaper` behind a command line. Here are
+//! only the options, the signals, the loop (duration, live statistics, reloads) and the
+//! printing; the shaper, its live view and its final account are the library's.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use pspat_config::Direction;
+use pspat_engine::Handoff;
+use pspat_shaper::{live_view, Shaper, ShaperConfig};
+
+/// `pspat shape` options.
+#[derive(Args, Debug)]
+pub struct ShapeArgs {
+    /// Interface the traffic to shape arrives on.
+    #[arg(long = "in", value_name = "IF")]
+    pub input: String,
+    /// Interface the shaped traffic leaves by.
+    #[arg(long = "out", value_name = "IF")]
+    pub output: String,
+    /// The dummynet-style configuration (ipfw or TOML syntax, see `pspat config check`).
+    /// Re-applied when the file changes.
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Receiving threads (PSPAT clients), joined in one AF_PACKET fanout group by flow
+    /// hash, so a flow stays on one thread and in order.
+    #[arg(long, default_value_t = ShaperConfig::DEFAULT_RX_THREADS, value_name = "N")]
+    pub rx_threads: usize,
+    /// Who transmits: arbiter, dispatchers[:N] or clients (the receiving threads).
+    #[arg(long, default_value = "arbiter")]
+    pub handoff: Handoff,
+    /// Stop after this long (e.g. 30s); default: until SIGINT/SIGTERM.
+    #[arg(long, value_name = "DURATION", value_parser = pspat_units::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Print statistics every this many seconds (0 = only at the end).
+    #[arg(long, default_value = "1", value_name = "SECS", value_parser = pspat_units::parse_duration)]
+    pub stats: Duration,
+    /// Write the final report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// The direction the rules see shaped frames in (`out`: as ipfw's `out xmit` on the
+    /// output interface, like a TC egress qdisc).
+    #[arg(long, default_value = "out", value_parser = parse_dir)]
+    pub dir: Direction,
+    /// Mailbox slots per receiving thread: the most frames one thread can have queued in
+    /// the schedulers at once (a power of two; keep it above the sum of queue limits, or
+    /// frames are refused at the mailbox before the scheduler can choose).
+    #[arg(long, default_value_t = ShaperConfig::DEFAULT_MAILBOX, value_name = "N")]
+    pub mailbox: usize,
+    /// Do not forward traffic arriving on the output interface back to the input one.
+    #[arg(long)]
+    pub no_reverse: bool,
+    /// Pin the arbiter to this CPU.
+    #[arg(long, value_name = "CPU")]
+    pub arbiter_cpu: Option<usize>,
+    /// Pin the receiving threads to these CPUs (thread k to the k-th, round robin), e.g.
+    /// beside the senders of a small machine, where the kernel already did the rest of
+    /// each frame's receive work, leaving the arbiter's CPU to scheduling and transmit.
+    #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
+    pub rx_cpus: Vec<usize>,
+    /// AF_PACKET RX ring: blocks per receiving thread (4 MiB with the default block: a
+    /// larger ring only lengthens the wait of frames the shaper cannot keep up with).
+    #[arg(long, default_value_t = ShaperConfig::DEFAULT_RING_BLOCKS, value_name = "N")]
+    pub ring_blocks: usize,
+    /// AF_PACKET RX ring: block size in KiB. The kernel hands a block over when it is full
+    /// or 1 ms after its first frame (TPACKET_V3), so small blocks keep the wait short: a
+    /// 16 KiB block holds about 15 full-size frames.
+    #[arg(long, default_value_t = ShaperConfig::DEFAULT_RING_BLOCK_KIB, value_name = "KIB")]
+    pub ring_block_kib: usize,
+    /// Waits for a busy link shorter than this (us) are spun, longer ones slept: the
+    /// shaper shares its CPUs with the traffic, so its arbiter sleeps rather than spins.
+    #[arg(long, default_value_t = ShaperConfig::DEFAULT_LINK_SPIN.as_micros() as u64,
+          value_name = "US")]
+    pub link_spin_us: u64,
+    /// Send through the output interface's qdisc instead of bypassing it.
+    #[arg(long)]
+    pub no_qdisc_bypass: bool,
+    /// Finish in software the TCP/UDP checksums that senders left to offload, instead of
+    /// passing each frame's offload state through (PACKET_VNET_HDR, the default on Linux
+    /// 5.1 and later; software is the only way before).
+    #[arg(long)]
+    pub sw_checksum: bool,
+}
+
+fn parse_dir(s: &str) -> Result<Direction, String> {
+    match s {
+        "in" => Ok(Direction::In),
+        "out" => Ok(Direction::Out),
+        _ => Err(format!("direction `{s}`: expected in or out")),
+    }
+}
+
+impl ShapeArgs {
+    /// The options as the library takes them.
+    fn shaper_config(&self) -> ShaperConfig {
+        ShaperConfig {
+            input: self.input.clone(),
+            output: self.output.clone(),
+            config: self.config.clone(),
+            rx_threads: self.rx_threads,
+            handoff: self.handoff,
+            duration: self.duration,
+            stats_interval: (!self.stats.is_zero()).then_some(self.stats),
+            dir: self.dir,
+            mailbox: self.mailbox,
+            reverse: !self.no_reverse,
+            arbiter_cpu: self.arbiter_cpu,
+            rx_cpus: self.rx_cpus.clone(),
+            ring_blocks: self.ring_blocks,
+            ring_block_kib: self.ring_block_kib,
+            link_spin: Duration::from_micros(self.link_spin_us),
+            qdisc_bypass: !self.no_qdisc_bypass,
+            sw_checksum: self.sw_checksum,
+        }
+    }
+}
+
+/// Runs the shaper until the duration ends, a signal arrives or a receiving thread fails;
+/// prints the live view every `--stats` and the final account (and writes it as JSON).
+pub fn main(a: &ShapeArgs) -> Result<()> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = Arc::clone(&interrupted);
+        // SIGINT, SIGTERM and SIGHUP (ctrlc's "termination" feature): a clean stop.
+        // ORDERING: Relaxed: pairs with the loads below; the flag publishes nothing else.
+        ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+            .context("installing the signal handler")?;
+    }
+    let mut shaper = Shaper::start(a.shaper_config())?;
+    for r in shaper.max_len_raised() {
+        eprintln!("pspat shape: {r}");
+    }
+    let c = shaper.config().clone();
+    eprintln!(
+        "pspat shape: ready: {} -> {} ({} rx thread(s), hand-off {}, checksums {}, config {})",
+        c.input,
+        c.output,
+        c.rx_threads,
+        c.handoff,
+        shaper.checksums(),
+        c.config.display()
+    );
+
+    let mut prev = shaper.snapshot();
+    let mut next_tick = c.stats_interval;
+    let tty = std::io::stderr().is_terminal();
+    loop {
+        // ORDERING: Relaxed: pairs with the handler's store.
+        if interrupted.load(Ordering::Relaxed)
+            || c.duration.is_some_and(|d| shaper.elapsed() >= d)
+            || shaper.rx_stopped()
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        if let Some(r) = shaper.poll_reload() {
+            eprintln!("pspat shape: {r}");
+        }
+        if let (Some(t), Some(every)) = (next_tick, c.stats_interval) {
+            if shaper.elapsed() >= t {
+                next_tick = Some(t + every);
+                let now = shaper.snapshot();
+                let text = live_view(&prev, &now);
+                if tty {
+                    eprint!("\x1b[2J\x1b[H");
+                }
+                eprintln!("t={:.1}s\n{text}", shaper.elapsed().as_secs_f64());
+                prev = now;
+            }
+        }
+    }
+    let mut report = shaper.stop();
+    // ORDERING: Relaxed: as above.
+    report.interrupted = interrupted.load(Ordering::Relaxed);
+    eprintln!("{report}");
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report.to_json())?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
