@@ -4,9 +4,9 @@
 //! Every chart is drawn on plain linear coordinates: a value `v` sits at `v`, `log10 v` or
 //! `log2 v`, and the ticks are chosen here and labelled with the value they stand for:
 //! - linear: round steps (1, 2 or 5 times a power of ten), about ten of them;
-//! - log: powers of ten (at most twelve labelled, lighter lines at 2..9 times them); on
-//!   a range of less than two decades also 2 and 5 times them, and on one narrower than
-//!   that round linear steps of the values;
+//! - log: powers of ten (at most twelve labelled, lighter lines at 2..9 times them); when
+//!   fewer than three are in range, also 2 and 5 times them (or every multiple), and on a
+//!   range narrower than a factor of about 3, round linear steps of the values;
 //! - log2 (a power-of-two axis, for counts such as senders or threads): whole powers of
 //!   two only (at most sixteen labelled), so `1 2 4 8 16`, never `3`.
 
@@ -79,55 +79,47 @@ pub(crate) struct Ticks {
 
 impl Axis {
     /// The axis over `values` (non-finite ones ignored). A linear axis starts at zero (or
-    /// below, for negative values) and ends 5% above the data; a log axis spans 1/1.2 of
-    /// the smallest positive value (or half of it: the floor, with
-    /// [`NonPositive::AtFloor`]) to 1.2 times the largest. `headroom` leaves room for a
-    /// legend above the data: 35% on a linear axis, up to 4 times the largest value on a
-    /// log one.
+    /// below, for negative values) and ends 5% above the data. A log axis spans 1/1.2 of
+    /// the smallest positive value to 1.2 times the largest; with [`NonPositive::AtFloor`]
+    /// and values at or below zero to draw, it starts at the floor: half the smallest
+    /// positive value. `headroom` is the fraction of the axis (0 to 0.9) left free above
+    /// all that, for a legend.
     pub(crate) fn fit(
         scale: Scale,
         values: impl IntoIterator<Item = f64>,
         non_positive: NonPositive,
-        headroom: bool,
+        headroom: f64,
     ) -> Axis {
-        let finite = values.into_iter().filter(|v| v.is_finite());
-        if scale == Scale::Linear {
-            let (lo, hi) = min_max(finite).unwrap_or((0.0, 1.0));
+        let finite: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+        let (lo, hi, floor) = if scale == Scale::Linear {
+            let (lo, hi) = min_max(finite.iter().copied()).unwrap_or((0.0, 1.0));
             let lo = lo.min(0.0);
             let hi = if hi > lo { hi } else { lo + 1.0 };
-            let pad = if headroom { 0.35 } else { 0.05 };
-            return Axis {
-                scale,
-                lo,
-                hi: hi + (hi - lo) * pad,
-                floor: None,
-                slots: None,
-            };
-        }
-        let (min, max) = min_max(finite.filter(|v| *v > 0.0)).unwrap_or((1.0, 1.0));
-        let spread = max > min;
-        let at_floor = non_positive == NonPositive::AtFloor;
-        let lo = if at_floor || !spread {
-            min / 2.0
+            (lo, hi + (hi - lo) * 0.05, None)
         } else {
-            min / 1.2
+            let positive = finite.iter().copied().filter(|v| *v > 0.0);
+            let (min, max) = min_max(positive).unwrap_or((1.0, 1.0));
+            let spread = max > min;
+            let at_floor = non_positive == NonPositive::AtFloor && finite.iter().any(|v| *v <= 0.0);
+            let lo = if at_floor || !spread {
+                min / 2.0
+            } else {
+                min / 1.2
+            };
+            let hi = if spread { max * 1.2 } else { max * 2.0 };
+            let place = |v: f64| scale.place(v).unwrap_or(0.0);
+            let (mut lo, hi) = (place(lo), place(hi));
+            if scale == Scale::Log2 && lo.ceil() > hi.floor() {
+                // Between two powers of two: reach down to the lower one so one is labelled.
+                lo = lo.floor();
+            }
+            (lo, hi, at_floor.then_some(lo))
         };
-        let hi = match (headroom, spread) {
-            (true, _) => max * 4.0,
-            (false, true) => max * 1.2,
-            (false, false) => max * 2.0,
-        };
-        let place = |v: f64| scale.place(v).unwrap_or(0.0);
-        let (mut lo, hi) = (place(lo), place(hi));
-        if scale == Scale::Log2 && lo.ceil() > hi.floor() {
-            // Between two powers of two: reach down to the lower one so one is labelled.
-            lo = lo.floor();
-        }
         Axis {
             scale,
             lo,
-            hi,
-            floor: at_floor.then_some(lo),
+            hi: lo + (hi - lo) / (1.0 - headroom.clamp(0.0, 0.9)),
+            floor,
             slots: None,
         }
     }
@@ -180,8 +172,9 @@ impl Axis {
 
     fn log10_ticks(&self) -> Ticks {
         let (lo, hi) = (self.lo, self.hi);
-        if hi - lo >= 2.0 {
-            let mut t = thin(whole_numbers(lo, hi), 12);
+        let decades = whole_numbers(lo, hi);
+        if decades.len() >= 3 {
+            let mut t = thin(decades, 12);
             if t.light.is_empty() {
                 for d in (lo.floor() as i32)..=(hi.ceil() as i32) {
                     for m in 2..=9 {
@@ -356,20 +349,15 @@ mod tests {
 
     #[test]
     fn log2_axis_places_at_log2_and_labels_whole_powers_only() {
-        let a = Axis::fit(Scale::Log2, [1.0, 3.0, 32.0], NonPositive::LeftOut, false);
+        let a = Axis::fit(Scale::Log2, [1.0, 3.0, 32.0], NonPositive::LeftOut, 0.0);
         assert_eq!(a.position(8.0), Some(3.0));
         assert_eq!(a.position(3.0), Some(3f64.log2()));
         assert_eq!(labels(&a), ["1", "2", "4", "8", "16", "32"]);
         // A range between two powers of two reaches down to the lower one.
-        let a = Axis::fit(Scale::Log2, [2.5, 3.0], NonPositive::LeftOut, false);
+        let a = Axis::fit(Scale::Log2, [2.5, 3.0], NonPositive::LeftOut, 0.0);
         assert_eq!(labels(&a), ["2"]);
         // Many powers: at most 16 labelled, the others light.
-        let a = Axis::fit(
-            Scale::Log2,
-            [1.0, 2f64.powi(40)],
-            NonPositive::LeftOut,
-            false,
-        );
+        let a = Axis::fit(Scale::Log2, [1.0, 2f64.powi(40)], NonPositive::LeftOut, 0.0);
         let t = a.ticks();
         assert!(t.bold.len() <= 16 && t.bold.len() >= 10, "{t:?}");
         assert!(t.bold.iter().all(|b| b.fract() == 0.0));
@@ -379,54 +367,64 @@ mod tests {
     #[test]
     fn log_axis_leaves_out_or_floors_non_positive_values() {
         let vals = [0.0, -3.0, 4.0, 100.0];
-        let out = Axis::fit(Scale::Log, vals, NonPositive::LeftOut, false);
+        let out = Axis::fit(Scale::Log, vals, NonPositive::LeftOut, 0.0);
         assert_eq!(out.position(0.0), None);
         assert_eq!(out.position(-3.0), None);
         assert!((out.lo - (4.0f64 / 1.2).log10()).abs() < 1e-12);
-        let floor = Axis::fit(Scale::Log, vals, NonPositive::AtFloor, false);
+        let floor = Axis::fit(Scale::Log, vals, NonPositive::AtFloor, 0.0);
         // The floor is half the smallest positive value; non-positive values sit on it.
         assert!((floor.lo - 2f64.log10()).abs() < 1e-12);
         assert_eq!(floor.position(0.0), Some(floor.lo));
         assert_eq!(floor.position(-3.0), Some(floor.lo));
         assert_eq!(floor.position(100.0), Some(2.0));
         assert_eq!(floor.position(f64::NAN), None);
-        // Headroom: four times the largest value.
-        let room = Axis::fit(Scale::Log, vals, NonPositive::AtFloor, true);
-        assert!((room.hi - 400f64.log10()).abs() < 1e-12);
+        // Without values at or below zero there is nothing to draw at a floor.
+        let positive = Axis::fit(Scale::Log, [4.0, 100.0], NonPositive::AtFloor, 0.0);
+        assert_eq!(
+            positive,
+            Axis {
+                floor: None,
+                ..out.clone()
+            }
+        );
+        // Headroom: the top quarter of the axis is free.
+        let room = Axis::fit(Scale::Log, vals, NonPositive::AtFloor, 0.25);
+        let data_top = 120f64.log10();
+        assert!(((data_top - room.lo) / (room.hi - room.lo) - 0.75).abs() < 1e-12);
     }
 
     #[test]
     fn log_ticks_are_powers_of_ten_or_round_values() {
-        let a = Axis::fit(Scale::Log, [1.0, 1000.0], NonPositive::LeftOut, false);
+        let a = Axis::fit(Scale::Log, [1.0, 1000.0], NonPositive::LeftOut, 0.0);
         assert_eq!(labels(&a), ["1", "10", "100", "1000"]);
         assert!(!a.ticks().light.is_empty());
-        let a = Axis::fit(Scale::Log, [0.004, 0.3], NonPositive::LeftOut, false);
-        assert_eq!(labels(&a), ["0.01", "0.1"]);
-        // Under two decades: 1, 2, 5 times powers of ten.
-        let a = Axis::fit(Scale::Log, [5.5, 18.0], NonPositive::LeftOut, false);
+        // Fewer than three powers of ten: 1, 2, 5 times them.
+        let a = Axis::fit(Scale::Log, [0.004, 0.3], NonPositive::LeftOut, 0.0);
+        assert_eq!(labels(&a), ["0.005", "0.01", "0.02", "0.05", "0.1", "0.2"]);
+        let a = Axis::fit(Scale::Log, [5.5, 18.0], NonPositive::LeftOut, 0.0);
         assert_eq!(labels(&a), ["5", "10", "20"]);
         // Narrower still: round steps.
-        let a = Axis::fit(Scale::Log, [18000.0, 20000.0], NonPositive::LeftOut, false);
+        let a = Axis::fit(Scale::Log, [18000.0, 20000.0], NonPositive::LeftOut, 0.0);
         let l = labels(&a);
         assert!(l.len() >= 3 && l.contains(&"20000".to_owned()), "{l:?}");
     }
 
     #[test]
     fn linear_axis_starts_at_zero_with_round_ticks() {
-        let a = Axis::fit(Scale::Linear, [3.0, 9.5], NonPositive::LeftOut, false);
+        let a = Axis::fit(Scale::Linear, [3.0, 9.5], NonPositive::LeftOut, 0.0);
         assert_eq!(a.lo, 0.0);
         assert!((a.hi - 9.5 * 1.05).abs() < 1e-12);
         assert_eq!(
             labels(&a),
             ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
         );
-        let a = Axis::fit(Scale::Linear, [0.0, 1.0], NonPositive::LeftOut, true);
-        assert!((a.hi - 1.35).abs() < 1e-12);
+        let a = Axis::fit(Scale::Linear, [0.0, 1.0], NonPositive::LeftOut, 0.3);
+        assert!((a.hi - 1.5).abs() < 1e-12);
         assert_eq!(labels(&a)[1..4], ["0.2", "0.4", "0.6"]);
-        let a = Axis::fit(Scale::Linear, [0.0, 1.5e7], NonPositive::LeftOut, false);
+        let a = Axis::fit(Scale::Linear, [0.0, 1.5e7], NonPositive::LeftOut, 0.0);
         assert_eq!(labels(&a)[..3], ["0", "2e6", "4e6"]);
         // No data: 0..1.
-        let a = Axis::fit(Scale::Linear, [], NonPositive::LeftOut, false);
+        let a = Axis::fit(Scale::Linear, [], NonPositive::LeftOut, 0.0);
         assert_eq!(labels(&a).len(), 11);
         assert_eq!(labels(&a)[..3], ["0", "0.1", "0.2"]);
     }

@@ -30,7 +30,7 @@ pub fn bar_chart(
     series: &[(String, Vec<f64>)],
 ) -> Result<(), PlotError> {
     let values = || series.iter().flat_map(|s| s.1.iter().copied());
-    let mut y = Axis::fit(chart.y_scale, values(), NonPositive::LeftOut, false);
+    let mut y = Axis::fit(chart.y_scale, values(), NonPositive::LeftOut, 0.0);
     let base = if chart.y_scale == Scale::Linear {
         0.0
     } else {

@@ -19,8 +19,8 @@ pub enum Legend {
     UpperLeft,
     /// Middle of the right edge, over the data.
     MiddleRight,
-    /// Upper right, in headroom added above the data (the y axis reaches 35% past the
-    /// largest value on a linear axis, 4 times it on a log one), clear of the lines.
+    /// Upper right, clear of the lines: the y axis reaches above the data by the legend
+    /// box's height.
     AboveData,
 }
 
@@ -136,8 +136,16 @@ fn panel(area: &Area<'_>, c: &LineChart<'_>, series: &[Series]) -> Result<(), Dr
     let lines = lines(c, series);
     let colours = colour::assign(&lines);
     let all = || series.iter().flat_map(|s| s.points.iter());
-    let x = Axis::fit(c.x_scale, all().map(|p| p.0), c.non_positive, false);
-    let headroom = c.legend == Legend::AboveData;
+    let x = Axis::fit(c.x_scale, all().map(|p| p.0), c.non_positive, 0.0);
+    let headroom = if c.legend == Legend::AboveData {
+        // The legend box's height (about 18 px an entry and its padding) of the plot
+        // area's (the panel's less the caption and the x labels).
+        let entries = series.iter().filter(|s| !s.points.is_empty()).count();
+        let plot_px = (f64::from(area.dim_in_pixel().1) - 110.0).max(50.0);
+        (18.0 * entries as f64 + 30.0) / plot_px
+    } else {
+        0.0
+    };
     let y = Axis::fit(c.y_scale, all().map(|p| p.1), c.non_positive, headroom);
     let mut chart = svg::frame(
         area,
@@ -221,9 +229,9 @@ mod tests {
     #[test]
     fn writes_title_legend_and_power_of_two_ticks() {
         let series = [
-            Series::new("pspat", vec![(1.0, 5.0), (2.0, 6.0), (8.0, 9.0)])
+            Series::new("pspat", vec![(1.0, 5e3), (2.0, 6e3), (8.0, 9e3)])
                 .with_colour(Colour::BLUE),
-            Series::new("htb", vec![(1.0, 4.0), (8.0, 3.0)]),
+            Series::new("htb", vec![(1.0, 4e3), (8.0, 3e3)]),
             Series::new("idle", vec![]),
         ];
         let chart = LineChart {
@@ -253,11 +261,16 @@ mod tests {
         }
         // An empty series has no legend entry.
         assert!(!t.contains(&"idle"), "{t:?}");
-        // x ticks at whole powers of two only; y ticks at round values.
-        for want in ["1", "2", "4", "8", "0", "10"] {
+        // x ticks at whole powers of two only (the y ticks are 0 and thousands).
+        let small: Vec<&str> = t
+            .iter()
+            .copied()
+            .filter(|x| x.parse::<f64>().is_ok_and(|v| v > 0.0 && v < 1000.0))
+            .collect();
+        assert_eq!(small, ["1", "2", "4", "8"], "{t:?}");
+        for want in ["0", "1000", "9000"] {
             assert!(t.contains(&want), "tick {want} not in {t:?}");
         }
-        assert!(!t.contains(&"3"), "{t:?}");
         assert_eq!(marker_ys(&s).len(), 5);
         assert!(s.contains(r##"fill="#0000FF""##), "pspat's blue");
     }
