@@ -1176,109 +1176,63 @@ fn stability(a: &ArchArgs, backend: Arc<dyn Backend>) -> Result<()> {
     emit(t.trim_end())
 }
 
-/// One line per architecture: (x, y) points.
-type Lines = Vec<(Arch, Vec<(f64, f64)>)>;
-
 /// Two panels: decisions/s against clients, victim p99 latency against clients; one line
-/// per architecture. The x axis is log2 of the client count, the y axes are logarithmic
-/// (the two architectures' latencies differ by orders of magnitude).
+/// per architecture. The x axis is a power-of-two axis of the client count, the y axes are
+/// logarithmic (the two architectures' latencies differ by orders of magnitude).
 fn plot(path: &std::path::Path, points: &[Point], a: &ArchArgs) -> Result<()> {
-    use plotters::prelude::*;
-    let root = SVGBackend::new(path, (800, 900)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (top, bottom) = root.split_vertically(450);
-    let xs: Vec<f64> = a.clients.0.iter().map(|&n| (n as f64).log2()).collect();
-    let (x0, x1) = xs
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-            (lo.min(x), hi.max(x))
-        });
-    let (x0, x1) = if x1 > x0 {
-        (x0, x1)
-    } else {
-        (x0 - 1.0, x0 + 1.0)
-    };
-    let colour = |arch: Arch| match arch {
-        Arch::Pspat => BLUE,
-        Arch::Lock => RED,
-    };
-    let label_x = |x: &f64| format!("{:.0}", x.exp2());
-    let series = |f: &dyn Fn(&Point) -> Option<f64>| -> Lines {
+    use pspat_plot::{Colour, Figure, Legend, LineChart, Scale, Series};
+    let series = |f: &dyn Fn(&Point) -> Option<f64>| -> Vec<Series> {
         a.arch
             .iter()
             .map(|&arch| {
                 let pts = points
                     .iter()
                     .filter(|p| p.arch == arch)
-                    .filter_map(|p| f(p).map(|y| ((p.clients as f64).log2(), y)))
+                    .filter_map(|p| f(p).map(|y| (p.clients as f64, y)))
                     .collect();
-                (arch, pts)
+                let colour = match arch {
+                    Arch::Pspat => Colour::BLUE,
+                    Arch::Lock => Colour::RED,
+                };
+                Series::new(arch.name(), pts).with_colour(colour)
             })
             .collect()
     };
-    let panels: [(&DrawingArea<SVGBackend, _>, String, String, Lines); 2] = [
-        (
-            &top,
-            format!(
-                "{}: scheduler decisions per second ({} B, {} backend)",
-                a.alg, a.len, a.backend
-            ),
-            "Mdecisions/s".to_owned(),
-            series(&|p| Some(p.decisions_per_s / 1e6)),
-        ),
-        (
-            &bottom,
-            format!(
-                "victim p99 latency (1 pkt / {} us, weight {}x)",
-                a.victim_gap_us, VICTIM_WEIGHT
-            ),
-            "p99 latency, us".to_owned(),
-            series(&|p| p.victim.as_ref().map(|v| v.p99_ns as f64 / 1000.0)),
-        ),
-    ];
-    for (area, caption, ylabel, data) in panels {
-        let (ymin, ymax) = data
-            .iter()
-            .flat_map(|(_, v)| v.iter().map(|p| p.1))
-            .filter(|y| *y > 0.0)
-            .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
-                (lo.min(y), hi.max(y))
-            });
-        let (ymin, ymax) = if ymax > 0.0 {
-            (ymin / 1.5, ymax * 1.5)
-        } else {
-            (0.1, 1.0)
-        };
-        let mut chart = ChartBuilder::on(area)
-            .caption(caption, ("sans-serif", 18))
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(x0..x1, (ymin..ymax).log_scale())?;
-        chart
-            .configure_mesh()
-            .x_desc("client threads")
-            .y_desc(ylabel)
-            .x_labels(xs.len())
-            .x_label_formatter(&label_x)
-            .draw()?;
-        for (arch, pts) in data {
-            if pts.is_empty() {
-                continue;
-            }
-            let c = colour(arch);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-                .label(arch.name())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
-            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
-    }
-    root.present()?;
+    let rate = series(&|p| Some(p.decisions_per_s / 1e6));
+    let p99 = series(&|p| p.victim.as_ref().map(|v| v.p99_ns as f64 / 1000.0));
+    let rate_title = format!(
+        "{}: scheduler decisions per second ({} B, {} backend)",
+        a.alg, a.len, a.backend
+    );
+    let p99_title = format!(
+        "victim p99 latency (1 pkt / {} us, weight {}x)",
+        a.victim_gap_us, VICTIM_WEIGHT
+    );
+    let panel = LineChart {
+        x_label: "client threads",
+        x_scale: Scale::Log2,
+        y_scale: Scale::Log,
+        markers: true,
+        legend: Legend::MiddleRight,
+        ..LineChart::default()
+    };
+    Figure::new((800, 900))
+        .panel(
+            LineChart {
+                title: &rate_title,
+                y_label: "Mdecisions/s",
+                ..panel.clone()
+            },
+            &rate,
+        )
+        .panel(
+            LineChart {
+                title: &p99_title,
+                y_label: "p99 latency, us",
+                ..panel
+            },
+            &p99,
+        )
+        .write(path)?;
     Ok(())
 }

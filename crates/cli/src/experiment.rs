@@ -424,124 +424,36 @@ fn plot(a: &PlotArgs) -> Result<()> {
     Ok(())
 }
 
-/// A tick label with about three significant digits and no trailing `.0` on big values.
-fn short(y: f64) -> String {
-    let a = y.abs();
-    if a >= 100.0 || a == 0.0 {
-        format!("{y:.0}")
-    } else if a >= 10.0 {
-        format!("{y:.1}")
-    } else if a >= 1.0 {
-        format!("{y:.2}")
-    } else {
-        format!("{y:.3}")
-    }
-}
-
-/// One SVG: x = senders (log2 axis), one line per mode; `log`: logarithmic y axis (values
-/// at or below 0 are drawn at its floor).
+/// One SVG: x = senders (a power-of-two axis), one line per mode in the kit's colours;
+/// `log`: logarithmic y axis (values at or below 0 are drawn at its floor).
 fn draw(path: &Path, caption: &str, ylabel: &str, data: &Series, log: bool) -> Result<()> {
-    use plotters::prelude::*;
-    let root = SVGBackend::new(path, (760, 460)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let all_x: Vec<f64> = data
+    use pspat_plot::{Colour, Figure, Legend, LineChart, NonPositive, Scale};
+    let lines: Vec<pspat_plot::Series> = data
         .iter()
-        .flat_map(|(_, v)| v.iter().map(|p| f64::from(p.0).log2()))
-        .collect();
-    let ys: Vec<f64> = data
-        .iter()
-        .flat_map(|(_, v)| v.iter().map(|p| p.1))
-        .collect();
-    let (x0, x1) = all_x
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
-            (l.min(x), h.max(x))
-        });
-    let (x0, x1) = if x1 > x0 {
-        (x0 - 0.2, x1 + 0.2)
-    } else {
-        (x0 - 1.0, x0 + 1.0)
-    };
-    let ymax = ys.iter().copied().fold(0.0, f64::max);
-    let colours = [MAGENTA, CYAN, BLACK, BLUE, RED, GREEN];
-    // The axis is log2(M): plotters places ticks at round values of it, and only those at
-    // whole numbers (powers of two) are labelled.
-    let label_x = |x: &f64| {
-        if (x - x.round()).abs() < 1e-6 {
-            format!("{:.0}", x.exp2())
-        } else {
-            String::new()
-        }
-    };
-    let mut builder = ChartBuilder::on(&root);
-    builder
-        .caption(caption, ("sans-serif", 18))
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(70);
-    macro_rules! finish {
-        ($chart:expr, $floor:expr) => {{
-            let mut chart = $chart;
-            chart
-                .configure_mesh()
-                .x_desc("greedy senders (M)")
-                .y_desc(ylabel)
-                .x_labels(40)
-                .disable_x_mesh()
-                .y_labels(12)
-                .y_label_formatter(&|y: &f64| short(*y))
-                .x_label_formatter(&label_x)
-                .draw()?;
-            for (i, (mode, pts)) in data.iter().enumerate() {
-                if pts.is_empty() {
-                    continue;
-                }
-                // The kit's modes keep their colours whichever ran.
-                let c = match mode.as_str() {
-                    "pspat" => BLUE,
-                    "htb" => RED,
-                    "none" => GREEN,
-                    _ => colours[i % colours.len()],
-                };
-                let xy: Vec<(f64, f64)> = pts
-                    .iter()
-                    .map(|&(s, y)| (f64::from(s).log2(), y.max($floor)))
-                    .collect();
-                chart
-                    .draw_series(LineSeries::new(xy.clone(), c.stroke_width(2)))?
-                    .label(mode.as_str())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
-                chart.draw_series(xy.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+        .map(|(mode, pts)| {
+            let xy = pts.iter().map(|&(s, y)| (f64::from(s), y)).collect();
+            let line = pspat_plot::Series::new(mode.as_str(), xy);
+            // The kit's modes keep their colours whichever ran.
+            match mode.as_str() {
+                "pspat" => line.with_colour(Colour::BLUE),
+                "htb" => line.with_colour(Colour::RED),
+                "none" => line.with_colour(Colour::GREEN),
+                _ => line,
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
-        }};
-    }
-    if log {
-        let floor = ys
-            .iter()
-            .copied()
-            .filter(|y| *y > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        let floor = if floor.is_finite() { floor / 2.0 } else { 0.01 };
-        // Headroom above the data for the legend (upper right).
-        let top = if ymax > floor {
-            ymax * 4.0
-        } else {
-            floor * 10.0
-        };
-        finish!(
-            builder.build_cartesian_2d(x0..x1, (floor..top).log_scale())?,
-            floor
-        );
-    } else {
-        let top = if ymax > 0.0 { ymax * 1.35 } else { 1.0 };
-        finish!(builder.build_cartesian_2d(x0..x1, 0.0..top)?, 0.0);
-    }
-    root.present()?;
+        })
+        .collect();
+    let chart = LineChart {
+        title: caption,
+        x_label: "greedy senders (M)",
+        y_label: ylabel,
+        x_scale: Scale::Log2,
+        y_scale: if log { Scale::Log } else { Scale::Linear },
+        non_positive: NonPositive::AtFloor,
+        markers: true,
+        legend: Legend::AboveData,
+        ..LineChart::default()
+    };
+    Figure::new((760, 460)).panel(chart, &lines).write(path)?;
     Ok(())
 }
 
