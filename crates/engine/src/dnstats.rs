@@ -34,6 +34,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pspat_config::classify::{ClassOrigin, FlowKey, SchedOrigin};
+use pspat_units::{HumanBandwidth, HumanRate};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
@@ -483,8 +484,7 @@ impl Rate {
 
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        bits(f, self.bps)?;
-        write!(f, " {:.0} pps", self.pps)
+        write!(f, "{} {:.0} pps", HumanRate(self.bps), self.pps)
     }
 }
 
@@ -566,7 +566,7 @@ impl fmt::Display for DummynetStats {
                 "{} {} {}: {} instance{}, {} expired",
                 s.sched,
                 s.algorithm,
-                Bandwidth(s.bandwidth_bps as f64),
+                HumanBandwidth(s.bandwidth_bps as f64),
                 s.instances.len(),
                 if s.instances.len() == 1 { "" } else { "s" },
                 s.expired_instances
@@ -610,32 +610,6 @@ impl fmt::Display for DummynetStats {
         }
         writeln!(f, "passed (allow): {}", self.passed)?;
         writeln!(f, "no_class drops: {}", self.no_class_drops)
-    }
-}
-
-/// A bandwidth in bit/s, printed with a unit (`unlimited` for 0, as a link rate).
-struct Bandwidth(f64);
-
-impl fmt::Display for Bandwidth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 == 0.0 {
-            f.write_str("unlimited")
-        } else {
-            bits(f, self.0)
-        }
-    }
-}
-
-/// `b` bit/s with a unit.
-fn bits(f: &mut fmt::Formatter<'_>, b: f64) -> fmt::Result {
-    if b >= 1e9 {
-        write!(f, "{:.3} Gbit/s", b / 1e9)
-    } else if b >= 1e6 {
-        write!(f, "{:.3} Mbit/s", b / 1e6)
-    } else if b >= 1e3 {
-        write!(f, "{:.3} Kbit/s", b / 1e3)
-    } else {
-        write!(f, "{b:.0} bit/s")
     }
 }
 
@@ -867,8 +841,6 @@ mod tests {
         }
         let v6 = KeyText(&FlowKey::v6(1, 2, 3, 4, 6)).to_string();
         assert_eq!(v6, "tcp [::1]/3 -> [::2]/4");
-        assert_eq!(Bandwidth(0.0).to_string(), "unlimited");
-        assert_eq!(Bandwidth(1.5e9).to_string(), "1.500 Gbit/s");
         let r = s.rates(&s).to_string();
         assert!(r.contains("sched 1: 0 bit/s 0 pps"), "{r}");
         assert!(
