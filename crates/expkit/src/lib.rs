@@ -1,1 +1,79 @@
-//! pspat-expkit: the experiment kit's traffic tools (being filled in).
+//! pspat-expkit: the shaper experiment kit's traffic tools (`experiments/shaper/run.sh`) as
+//! a library: a UDP generator of M senders and a victim, a UDP sink that measures what
+//! arrives, and the analysis of their reports (shares against weights, the results CSV,
+//! the figures). `pspat udpgen`, `pspat udpsink` and `pspat experiment row|plot` are this
+//! crate behind a command line.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use pspat_expkit::{GenConfig, Generator, Sink, SinkConfig};
+//!
+//! let mut sc = SinkConfig::new("127.0.0.1:0".parse()?, Duration::from_secs(5));
+//! sc.idle = Duration::from_millis(300);
+//! let sink = Sink::bind(sc)?;
+//! let mut gc = GenConfig::new(sink.local_addr(), Duration::from_millis(200));
+//! gc.senders = 2;
+//! gc.rate_pps = 1000.0;
+//! let gen = std::thread::spawn(move || Generator::open(gc)?.run());
+//! let got = sink.run()?;
+//! let sent = gen.join().unwrap()?;
+//! assert_eq!(got.total_packets, sent.total_packets);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The datagrams are pspat payloads ([`pspat_io::payload`]): client, flow, sequence
+//! number, length on the wire and the send time on CLOCK_MONOTONIC, so the sink computes
+//! per-client loss, reordering and one-way latency. The reports serialise as the JSON the
+//! kit's script keeps and [`Row::new`] reads back.
+//!
+//! | file | concept |
+//! |---|---|
+//! | `gen.rs` | [`GenConfig`], its checks and plan ([`SenderPlan`]); [`Generator`]: open, run |
+//! | `sender.rs` | one sender thread: pacing, sendmmsg batches, counting |
+//! | `gen_report.rs` | [`GenReport`], [`SenderReport`] |
+//! | `sink.rs` | [`SinkConfig`]; [`Sink`]: bind, the receive loop, the window |
+//! | `client.rs` | the sink's per-client account: sequence gaps, reordering, latency histogram |
+//! | `sink_report.rs` | [`SinkReport`], [`ClientReport`], [`Latency`] |
+//! | `cpus.rs` | [`CpuList`], `0,2,5-7` |
+//! | `limits.rs` | what each option accepts (durations, rates, lengths, senders) |
+//! | `shares.rs` | [`Share`]s against weights, [`Fairness`] (share error, Jain's index) |
+//! | `row.rs` | [`Row`]: one run's figures from the two reports |
+//! | `csv.rs` | the results and shares CSVs: line format, appending, the parser |
+//! | `figures.rs` | the three figures per set, drawn by `pspat-plot` |
+//! | `json.rs` | reading a report back |
+//! | `error.rs` | [`GenError`], [`SinkError`], [`AnalysisError`] and their parts |
+//!
+//! Durations, rates and sizes arrive as values (`Duration`, packets/s, bytes): the text is
+//! `pspat-units`' to parse. The range checks are here ([`limits`]), with messages that name
+//! the option as the command line spells it.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod client;
+pub mod cpus;
+pub mod csv;
+pub mod error;
+pub mod figures;
+#[cfg(test)]
+mod fixtures;
+pub mod gen;
+mod gen_report;
+mod json;
+pub mod limits;
+pub mod row;
+mod sender;
+pub mod shares;
+pub mod sink;
+mod sink_report;
+
+pub use cpus::CpuList;
+pub use error::{AnalysisError, CpuListError, CsvError, GenError, Invalid, SinkError};
+pub use gen::{GenConfig, Generator, SenderPlan};
+pub use gen_report::{GenReport, SenderReport};
+pub use row::{Row, RowSpec, VictimFigures};
+pub use shares::{Fairness, Share};
+pub use sink::{Sink, SinkConfig};
+pub use sink_report::{ClientReport, Latency, SinkReport};

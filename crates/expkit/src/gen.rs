@@ -1,0 +1,306 @@
+//! The generator: M UDP sender threads (and an optional low-rate victim).
+//!
+//! Sender `i` (0-based) has a socket of its own bound to source port `base + i`, so each
+//! sender is one 5-tuple that a rule (`src-port`), a tc u32 filter or a flow mask can tell
+//! apart. Its datagrams carry the pspat payload header ([`pspat_io::payload`]) with
+//! `client = flow = i`, a per-sender sequence number, `wire_len` = the configured length,
+//! and `submit_ns` = the engine clock (CLOCK_MONOTONIC) when its batch is handed to the
+//! kernel, so that a receiver in another namespace of the same host can compute one-way
+//! latency, loss and reordering. The victim is client `M`, from its own port.
+//!
+//! [`Generator::open`] checks the settings and opens every socket before any thread
+//! starts, so a bad address or a port in use is reported before anything is sent;
+//! [`Generator::run`] starts the threads together (a barrier), each sends until the
+//! duration is over (see [`crate::sender`] for pacing), and returns the [`GenReport`].
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use pspat_io::udp::Udp;
+use pspat_io::{cpu, Backend, Sender};
+
+use crate::cpus::CpuList;
+use crate::error::GenError;
+use crate::gen_report::GenReport;
+use crate::limits;
+
+/// The generator's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenConfig {
+    /// Destination address.
+    pub dest: SocketAddr,
+    /// Greedy sender threads (M), 1..=1024.
+    pub senders: u32,
+    /// Length of each greedy sender's packets on the wire, bytes (Ethernet + IPv4 + UDP
+    /// headers + payload), [`pspat_io::payload::MIN_WIRE_LEN`] to
+    /// [`pspat_io::payload::MAX_WIRE_LEN`].
+    pub len: u64,
+    /// How long to send, 10 ms to an hour.
+    pub duration: Duration,
+    /// Source port of sender 0; sender i uses base + i. 0: ports chosen by the kernel.
+    pub src_port_base: u16,
+    /// Packets per second per greedy sender, up to 1e8; 0: as fast as possible.
+    pub rate_pps: f64,
+    /// Packets per second of the victim sender (client M); 0: no victim.
+    pub victim_rate_pps: f64,
+    /// Source port of the victim; `None`: base + M (kernel-chosen with base 0).
+    pub victim_port: Option<u16>,
+    /// Length of the victim's packets on the wire; `None`: `len`.
+    pub victim_len: Option<u64>,
+    /// CPUs to pin the senders to, round-robin: sender i on the (i mod n)-th, the victim
+    /// next. `None`: unpinned.
+    pub cpus: Option<CpuList>,
+}
+
+impl GenConfig {
+    /// One greedy sender of 1000-byte packets, as fast as it can, from port 10000, for
+    /// `duration`; no victim, no pinning.
+    pub fn new(dest: SocketAddr, duration: Duration) -> Self {
+        GenConfig {
+            dest,
+            senders: 1,
+            len: 1000,
+            duration,
+            src_port_base: 10000,
+            rate_pps: 0.0,
+            victim_rate_pps: 0.0,
+            victim_port: None,
+            victim_len: None,
+            cpus: None,
+        }
+    }
+
+    /// Checks the settings, alone and against each other, and lists the senders: the
+    /// greedy ones in order, then the victim.
+    pub fn plan(&self) -> Result<Vec<SenderPlan>, GenError> {
+        let m = limits::senders(self.senders)?;
+        let len = limits::wire_len("--len", self.len)?;
+        limits::run_time("--duration", self.duration)?;
+        let rate_pps = limits::rate_pps("--rate", self.rate_pps)?;
+        let victim_rate_pps = limits::rate_pps("--victim-rate", self.victim_rate_pps)?;
+        let base = self.src_port_base;
+        let cpu_of = |i: u32| self.cpus.as_ref().and_then(|c| c.of(i as usize));
+        if base != 0 && u32::from(base) + m - 1 > 65535 {
+            return Err(GenError::PortsPastEnd { base, senders: m });
+        }
+        let mut plans: Vec<SenderPlan> = (0..m)
+            .map(|i| SenderPlan {
+                client: i,
+                victim: false,
+                port: if base == 0 { 0 } else { base + i as u16 },
+                len,
+                rate_pps,
+                cpu: cpu_of(i),
+            })
+            .collect();
+        if victim_rate_pps > 0.0 {
+            let port = match self.victim_port {
+                Some(p) => p,
+                None if base == 0 => 0,
+                None => {
+                    let p = u32::from(base) + m;
+                    u16::try_from(p).map_err(|_| GenError::VictimPortPastEnd {
+                        senders: m,
+                        port: p,
+                    })?
+                }
+            };
+            if port != 0 && plans.iter().any(|p| p.port == port) {
+                return Err(GenError::VictimPortTaken {
+                    port,
+                    first: base,
+                    last: u32::from(base) + m - 1,
+                });
+            }
+            let len = match self.victim_len {
+                Some(l) => limits::wire_len("--victim-len", l)?,
+                None => len,
+            };
+            plans.push(SenderPlan {
+                client: m,
+                victim: true,
+                port,
+                len,
+                rate_pps: victim_rate_pps,
+                cpu: cpu_of(m),
+            });
+        } else if self.victim_port.is_some() || self.victim_len.is_some() {
+            return Err(GenError::NoVictim);
+        }
+        Ok(plans)
+    }
+}
+
+/// One sender's settings, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SenderPlan {
+    /// The payload's client (and flow) number: its index, M for the victim.
+    pub client: u32,
+    /// `true` for the victim.
+    pub victim: bool,
+    /// Source port (0: the kernel's choice).
+    pub port: u16,
+    /// Wire length of its packets.
+    pub len: u32,
+    /// Paced rate, packets/s (0: as fast as possible).
+    pub rate_pps: f64,
+    /// CPU it pins itself to.
+    pub cpu: Option<usize>,
+}
+
+impl SenderPlan {
+    /// How messages name it: `sender 3`, `the victim`.
+    fn what(&self) -> String {
+        if self.victim {
+            "the victim".to_owned()
+        } else {
+            format!("sender {}", self.client)
+        }
+    }
+
+    /// Its thread's name: `udpgen-3`, `udpgen-victim`.
+    fn thread_name(&self) -> String {
+        if self.victim {
+            "udpgen-victim".to_owned()
+        } else {
+            format!("udpgen-{}", self.client)
+        }
+    }
+}
+
+/// A generator with its sockets open, ready to send.
+pub struct Generator {
+    config: GenConfig,
+    plans: Vec<SenderPlan>,
+    senders: Vec<Box<dyn Sender>>,
+}
+
+impl Generator {
+    /// Checks `config` (and that its CPUs are ones this process may use) and opens every
+    /// sender's socket.
+    pub fn open(config: GenConfig) -> Result<Self, GenError> {
+        let plans = config.plan()?;
+        if let Some(CpuList(cpus)) = &config.cpus {
+            let allowed = cpu::allowed_cpus();
+            if let Some(&cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
+                return Err(GenError::CpuNotAllowed { cpu, allowed });
+            }
+        }
+        let mut senders = Vec::with_capacity(plans.len());
+        for p in &plans {
+            let bind: SocketAddr = if config.dest.is_ipv4() {
+                (Ipv4Addr::UNSPECIFIED, p.port).into()
+            } else {
+                (Ipv6Addr::UNSPECIFIED, p.port).into()
+            };
+            let udp = Udp {
+                dest: config.dest,
+                bind: Some(bind),
+            };
+            let sender = udp
+                .open(p.client as usize)
+                .map_err(|source| GenError::Open {
+                    what: p.what(),
+                    port: p.port,
+                    source,
+                })?;
+            senders.push(sender);
+        }
+        Ok(Generator {
+            config,
+            plans,
+            senders,
+        })
+    }
+
+    /// The senders it will run, greedy ones first.
+    pub fn plans(&self) -> &[SenderPlan] {
+        &self.plans
+    }
+
+    /// Runs every sender for the configured duration, starting them together.
+    pub fn run(self) -> Result<GenReport, GenError> {
+        let Generator {
+            config,
+            plans,
+            senders,
+        } = self;
+        let barrier = Arc::new(Barrier::new(plans.len()));
+        let mut handles = Vec::with_capacity(plans.len());
+        for (p, s) in plans.into_iter().zip(senders) {
+            let barrier = Arc::clone(&barrier);
+            let duration = config.duration;
+            let h = std::thread::Builder::new()
+                .name(p.thread_name())
+                .spawn(move || crate::sender::send_loop(&p, s, &barrier, duration))
+                .map_err(GenError::Spawn)?;
+            handles.push(h);
+        }
+        let mut flows = Vec::with_capacity(handles.len());
+        for h in handles {
+            flows.push(h.join().map_err(|_| GenError::Panicked)??);
+        }
+        Ok(GenReport::new(
+            config.dest.to_string(),
+            config.senders,
+            flows,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> GenConfig {
+        GenConfig::new("127.0.0.1:9".parse().unwrap(), Duration::from_secs(1))
+    }
+
+    #[test]
+    fn senders_get_consecutive_ports_and_the_victim_the_next() {
+        let mut c = config();
+        c.senders = 3;
+        c.victim_rate_pps = 100.0;
+        c.victim_len = Some(200);
+        c.cpus = Some(CpuList(vec![0, 1]));
+        let p = c.plan().unwrap();
+        let ports: Vec<u16> = p.iter().map(|p| p.port).collect();
+        assert_eq!(ports, [10000, 10001, 10002, 10003]);
+        assert_eq!((p[3].client, p[3].victim, p[3].len), (3, true, 200));
+        assert_eq!((p[0].len, p[3].rate_pps), (1000, 100.0));
+        let cpus: Vec<Option<usize>> = p.iter().map(|p| p.cpu).collect();
+        assert_eq!(cpus, [Some(0), Some(1), Some(0), Some(1)]);
+        c.src_port_base = 0;
+        assert!(c.plan().unwrap().iter().all(|p| p.port == 0));
+    }
+
+    #[test]
+    fn conflicting_settings_are_refused() {
+        let mut c = config();
+        c.senders = 8;
+        c.src_port_base = 65530;
+        let e = c.plan().unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("65535"), "{e}");
+        c.senders = 6;
+        c.victim_rate_pps = 1.0;
+        let e = c.plan().unwrap_err().to_string();
+        assert!(e.contains("give --victim-port"), "{e}");
+        c.victim_port = Some(65532);
+        let e = c.plan().unwrap_err().to_string();
+        assert!(
+            e.contains("one of the senders' ports (65530..=65535)"),
+            "{e}"
+        );
+        let mut c = config();
+        c.victim_port = Some(20000);
+        assert!(matches!(c.plan(), Err(GenError::NoVictim)));
+        c.victim_rate_pps = 10.0;
+        c.victim_len = Some(60);
+        let e = c.plan().unwrap_err().to_string();
+        assert!(e.starts_with("--victim-len 60: outside 82..="), "{e}");
+        let mut c = config();
+        c.senders = 0;
+        assert!(c.plan().unwrap_err().to_string().contains("--senders 0"));
+    }
+}
