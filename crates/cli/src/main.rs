@@ -9,14 +9,12 @@
 mod arch;
 mod compat;
 mod config;
-mod experiment;
+mod expkit;
 mod floor;
 mod run;
 mod shape;
 mod sim;
 mod table;
-mod udpgen;
-mod udpsink;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -90,7 +88,7 @@ that low paced rate from its own port. Prints (or writes as JSON) the packets ea
         after_help = "Example:\n  pspat udpgen --dest 10.77.0.2:9000 --senders 8 --len 1000 \
 --duration 5 --victim-rate 1000 --json gen.json"
     )]
-    Udpgen(udpgen::GenArgs),
+    Udpgen(expkit::GenArgs),
     /// UDP receiver: per-client packets, loss, reordering and one-way latency of pspat
     /// payloads.
     #[command(
@@ -103,11 +101,11 @@ stderr once the socket is bound.",
         after_help = "Example:\n  pspat udpsink --bind 10.77.0.2:9000 --duration 10 --warmup 1 \
 --idle 1 --busy-poll --json sink.json"
     )]
-    Udpsink(udpsink::SinkArgs),
+    Udpsink(expkit::SinkArgs),
     /// The shaper experiment kit's analysis: results CSV rows and plots.
     Experiment {
         #[command(subcommand)]
-        what: experiment::ExperimentCmd,
+        what: expkit::ExperimentCmd,
     },
     /// Lists the registered scheduling algorithms.
     Algorithms {
@@ -407,9 +405,9 @@ fn run() -> Result<()> {
         Command::Config {
             what: ConfigCmd::Check(args),
         } => config::check(&args),
-        Command::Udpgen(args) => udpgen::run(args),
-        Command::Udpsink(args) => udpsink::run(args),
-        Command::Experiment { what } => experiment::main(what),
+        Command::Udpgen(args) => expkit::udpgen(args),
+        Command::Udpsink(args) => expkit::udpsink(args),
+        Command::Experiment { what } => expkit::experiment(what),
         Command::Algorithms { json } => list_algorithms(json),
     }
 }

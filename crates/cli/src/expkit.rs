@@ -1,0 +1,323 @@
+//! `pspat udpgen`, `pspat udpsink` and `pspat experiment row|plot`: the shaper experiment
+//! kit's tools (`pspat-expkit`) behind a command line. Here are only the options, their
+//! conversion to the library's settings, and the printing.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use pspat_expkit::{
+    csv, figures, AnalysisError, CpuList, GenConfig, GenError, GenReport, Generator, Row, RowSpec,
+    Sink, SinkConfig, SinkError, SinkReport,
+};
+use pspat_units::{parse_bandwidth, parse_bytes, parse_duration, parse_packet_rate};
+use serde::Serialize;
+
+use crate::{emit, table, Usage};
+
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// Destination address, IP:PORT.
+    #[arg(long, value_name = "IP:PORT")]
+    dest: SocketAddr,
+    /// Greedy sender threads (each its own socket and source port).
+    #[arg(long, value_name = "M", default_value_t = 1)]
+    senders: u32,
+    /// Length of each packet on the wire, bytes (Ethernet + IPv4 + UDP headers + payload):
+    /// 82 (the 40-byte pspat header) to 65549.
+    #[arg(long, value_name = "BYTES", default_value_t = 1000, value_parser = parse_bytes)]
+    len: u64,
+    /// How long to send, seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    duration: Duration,
+    /// Source port of sender 0; sender i uses base + i. 0: ports chosen by the kernel.
+    #[arg(long, value_name = "P", default_value_t = 10000)]
+    src_port_base: u16,
+    /// Packets per second per greedy sender; 0: as fast as possible.
+    #[arg(long, value_name = "PPS", default_value = "0", value_parser = parse_packet_rate)]
+    rate: f64,
+    /// Packets per second of the victim sender (client M); 0: no victim.
+    #[arg(long, value_name = "PPS", default_value = "0", value_parser = parse_packet_rate)]
+    victim_rate: f64,
+    /// Source port of the victim [default: base + M, or kernel-chosen with base 0].
+    #[arg(long, value_name = "P")]
+    victim_port: Option<u16>,
+    /// Length of the victim's packets on the wire [default: --len].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    victim_len: Option<u64>,
+    /// CPUs to pin the senders to, round-robin: sender i on the (i mod n)-th, the victim
+    /// next (e.g. 0,1 or 0-3). Unpinned by default.
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<CpuList>,
+    /// Write the report as JSON to FILE (`-`: stdout, instead of the table).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SinkArgs {
+    /// Address to receive on, IP:PORT (port 0: the kernel picks one, printed on stderr).
+    #[arg(long, value_name = "IP:PORT")]
+    bind: SocketAddr,
+    /// Longest time to run, seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    duration: Duration,
+    /// Seconds after the first datagram before counting starts.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_duration)]
+    warmup: Duration,
+    /// Length of the counting window, seconds from the end of the warm-up; datagrams after
+    /// it are received but not counted (so that the drain of queues after the senders stop
+    /// does not count). 0: count to the end.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_duration)]
+    measure: Duration,
+    /// Stop once this many seconds pass without a datagram (after the first); 0: never.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_duration)]
+    idle: Duration,
+    /// Spin on a non-blocking socket instead of sleeping in recvmmsg.
+    #[arg(long)]
+    busy_poll: bool,
+    /// With --busy-poll: spin at most this many microseconds after the last datagram,
+    /// then sleep in recvmmsg until the next one; 0: spin all the time.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    spin_us: u64,
+    /// Pin the receiving thread to this CPU.
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// Write the report as JSON to FILE (`-`: stdout, instead of the table).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ExperimentCmd {
+    /// Appends one run's figures (from udpgen's and udpsink's JSON) to a results CSV.
+    Row(RowArgs),
+    /// Plots a results CSV: delivered pps, max share error, victim p99 against senders.
+    Plot(PlotArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RowArgs {
+    /// Name of the experiment set (e.g. `shares`, `cpu`): one set of plots each.
+    #[arg(long, value_name = "NAME")]
+    set: String,
+    /// The mode measured (e.g. pspat, htb, none).
+    #[arg(long, value_name = "NAME")]
+    mode: String,
+    /// Configured link rate, bit/s (0: none).
+    #[arg(long, value_name = "BPS", default_value = "0", value_parser = parse_bandwidth)]
+    link_bps: u64,
+    /// Weights of senders 0, 1, ...; a shorter list repeats (1,2,3,4: sender i has
+    /// weight 1 + i mod 4).
+    #[arg(long, value_name = "W,...", value_delimiter = ',', required = true)]
+    weights: Vec<u32>,
+    /// udpgen's JSON report.
+    #[arg(long, value_name = "FILE")]
+    gen: PathBuf,
+    /// udpsink's JSON report.
+    #[arg(long, value_name = "FILE")]
+    sink: PathBuf,
+    /// The results CSV to append to (created with its header line).
+    #[arg(long, value_name = "FILE")]
+    csv: PathBuf,
+    /// Datagrams the receiving host dropped because the sink's socket buffer was full
+    /// (RcvbufErrors), measured by the caller; written as is (empty: unknown).
+    #[arg(long, value_name = "N")]
+    sink_drops: Option<u64>,
+    /// Also append each greedy sender's share against its target to this CSV.
+    #[arg(long, value_name = "FILE")]
+    shares_csv: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PlotArgs {
+    /// The results CSV written by `pspat experiment row`.
+    csv: PathBuf,
+    /// Directory for the SVG files (created if missing).
+    outdir: PathBuf,
+}
+
+/// A library error as the binary reports it: a usage error (exit code 2) when `usage` says
+/// the user can fix it, else the error with `context` before it, if any.
+fn fail<E>(e: E, usage: fn(&E) -> bool, context: Option<&'static str>) -> anyhow::Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match (usage(&e), context) {
+        (true, _) => Usage(format!("{:#}", anyhow::Error::from(e))).into(),
+        (false, Some(c)) => anyhow::Error::from(e).context(c),
+        (false, None) => e.into(),
+    }
+}
+
+/// Writes `r` as JSON to `json` (`-`: to stdout); returns whether the table is still to be
+/// printed (not after JSON on stdout).
+fn write_json<T: Serialize>(r: &T, json: Option<&Path>) -> Result<bool> {
+    let Some(path) = json else {
+        return Ok(true);
+    };
+    let text = serde_json::to_string_pretty(r)?;
+    if path.as_os_str() == "-" {
+        emit(&text)?;
+        return Ok(false);
+    }
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    Ok(true)
+}
+
+pub fn udpgen(a: GenArgs) -> Result<()> {
+    let config = GenConfig {
+        dest: a.dest,
+        senders: a.senders,
+        len: a.len,
+        duration: a.duration,
+        src_port_base: a.src_port_base,
+        rate_pps: a.rate,
+        victim_rate_pps: a.victim_rate,
+        victim_port: a.victim_port,
+        victim_len: a.victim_len,
+        cpus: a.cpus,
+    };
+    let r = Generator::open(config)
+        .and_then(Generator::run)
+        .map_err(|e| fail(e, GenError::is_usage, None))?;
+    if write_json(&r, a.json.as_deref())? {
+        print_gen(&r)?;
+    }
+    Ok(())
+}
+
+fn print_gen(r: &GenReport) -> Result<()> {
+    let rows: Vec<Vec<String>> = r
+        .flows
+        .iter()
+        .map(|f| {
+            vec![
+                if f.victim {
+                    format!("victim ({})", f.client)
+                } else {
+                    f.client.to_string()
+                },
+                f.src_port.to_string(),
+                if f.rate_pps > 0.0 {
+                    format!("{:.0}", f.rate_pps)
+                } else {
+                    "max".into()
+                },
+                f.packets.to_string(),
+                format!("{:.0}", f.pps),
+                format!("{:.1}", f.pps * f64::from(f.len) * 8.0 / 1e6),
+                f.send_errors.to_string(),
+            ]
+        })
+        .collect();
+    let t = table::render(
+        &[
+            "sender", "port", "rate", "packets", "pps", "Mbit/s", "errors",
+        ],
+        &rows,
+        &[1, 2, 3, 4, 5, 6],
+    );
+    emit(&format!(
+        "{t}total: {} packets, {:.0} pps to {}",
+        r.total_packets, r.total_pps, r.dest
+    ))
+}
+
+pub fn udpsink(a: SinkArgs) -> Result<()> {
+    let config = SinkConfig {
+        bind: a.bind,
+        duration: a.duration,
+        warmup: a.warmup,
+        measure: a.measure,
+        idle: a.idle,
+        busy_poll: a.busy_poll,
+        spin: Duration::from_micros(a.spin_us),
+        cpu: a.cpu,
+    };
+    let err = |e| fail(e, SinkError::is_usage, Some("udpsink"));
+    let sink = Sink::bind(config).map_err(err)?;
+    // The experiment script waits for this line before it starts the senders.
+    eprintln!("pspat udpsink: ready on {}", sink.local_addr());
+    let r = sink.run().map_err(err)?;
+    if write_json(&r, a.json.as_deref())? {
+        print_sink(&r)?;
+    }
+    Ok(())
+}
+
+fn print_sink(r: &SinkReport) -> Result<()> {
+    let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+    let rows: Vec<Vec<String>> = r
+        .clients
+        .iter()
+        .map(|c| {
+            vec![
+                c.client.to_string(),
+                c.packets.to_string(),
+                format!("{:.0}", c.pps),
+                c.lost.to_string(),
+                c.reordered.to_string(),
+                us(c.latency.p50_ns),
+                us(c.latency.p99_ns),
+                us(c.latency.p999_ns),
+                us(c.latency.max_ns),
+            ]
+        })
+        .collect();
+    let t = table::render(
+        &[
+            "client", "packets", "pps", "lost", "reord", "p50 us", "p99 us", "p99.9 us", "max us",
+        ],
+        &rows,
+        &[0, 1, 2, 3, 4, 5, 6, 7, 8],
+    );
+    emit(&format!(
+        "{t}total: {} packets in {:.3} s ({:.0} pps); {} received, {} in warm-up, {} garbled",
+        r.total_packets, r.window_s, r.total_pps, r.received_total, r.warmup_packets, r.garbled
+    ))
+}
+
+pub fn experiment(cmd: ExperimentCmd) -> Result<()> {
+    let err = |e| fail(e, AnalysisError::is_usage, None);
+    match cmd {
+        ExperimentCmd::Row(a) => {
+            let spec = RowSpec {
+                set: a.set,
+                mode: a.mode,
+                link_bps: a.link_bps,
+                weights: a.weights,
+                sink_drops: a.sink_drops,
+            };
+            // The options are checked before the reports are read.
+            spec.validate().map_err(err)?;
+            let gen = GenReport::read(&a.gen).map_err(err)?;
+            let sink = SinkReport::read(&a.sink).map_err(err)?;
+            let row = Row::new(spec, &gen, &sink).map_err(err)?;
+            csv::append_row(&a.csv, &row).map_err(err)?;
+            if let Some(path) = &a.shares_csv {
+                csv::append_shares(path, &row).map_err(err)?;
+            }
+            emit(&format!(
+                "{} {} M={}: delivered {:.0} pps ({:.1} Mbit/s), max share error {:.2}%, \
+                 victim p99 {} us",
+                row.spec.set,
+                row.spec.mode,
+                row.senders,
+                row.delivered_pps,
+                row.delivered_mbps,
+                row.fairness.max_share_err * 100.0,
+                row.victim_p99_us()
+                    .map_or("-".into(), |us| format!("{us:.1}"))
+            ))
+        }
+        ExperimentCmd::Plot(a) => {
+            for path in figures::plot_results(&a.csv, &a.outdir).map_err(err)? {
+                emit(&path.display().to_string())?;
+            }
+            Ok(())
+        }
+    }
+}
