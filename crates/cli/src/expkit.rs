@@ -9,9 +9,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use pspat_expkit::{
-    csv, figures, AnalysisError, CpuList, GenConfig, GenError, GenReport, Generator, Row, RowSpec,
-    Sink, SinkConfig, SinkError, SinkReport,
+    csv, figures, AnalysisError, GenConfig, GenError, GenReport, Generator, Row, RowSpec, Sink,
+    SinkConfig, SinkError, SinkReport,
 };
+use pspat_io::cpu::CpuList;
 use pspat_units::{parse_bandwidth, parse_bytes, parse_duration, parse_packet_rate};
 use serde::Serialize;
 

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use pspat_config::Direction;
 use pspat_engine::Handoff;
+use pspat_io::cpu::CpuList;
 use pspat_shaper::{live_view, Shaper, ShaperConfig};
 
 /// `pspat shape` options.
@@ -61,8 +62,9 @@ pub struct ShapeArgs {
     /// Pin the receiving threads to these CPUs (thread k to the k-th, round robin), e.g.
     /// beside the senders of a small machine, where the kernel already did the rest of
     /// each frame's receive work, leaving the arbiter's CPU to scheduling and transmit.
-    #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
-    pub rx_cpus: Vec<usize>,
+    /// A list of CPUs and ranges: 0,2 or 1-3.
+    #[arg(long, value_name = "CPU,...")]
+    pub rx_cpus: Option<CpuList>,
     /// AF_PACKET RX ring: blocks per receiving thread (4 MiB with the default block: a
     /// larger ring only lengthens the wait of frames the shaper cannot keep up with).
     #[arg(long, default_value_t = ShaperConfig::DEFAULT_RING_BLOCKS, value_name = "N")]
@@ -110,7 +112,7 @@ impl ShapeArgs {
             mailbox: self.mailbox,
             reverse: !self.no_reverse,
             arbiter_cpu: self.arbiter_cpu,
-            rx_cpus: self.rx_cpus.clone(),
+            rx_cpus: self.rx_cpus.as_ref().map_or_else(Vec::new, |l| l.0.clone()),
             ring_blocks: self.ring_blocks,
             ring_block_kib: self.ring_block_kib,
             link_spin: Duration::from_micros(self.link_spin_us),

@@ -23,22 +23,6 @@ pub struct Invalid {
     pub reason: String,
 }
 
-/// A CPU list that does not parse (see [`crate::CpuList`]).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CpuListError {
-    /// An item is not a number.
-    #[error("CPU '{cpu}' in '{list}' is not a number (e.g. 0,1 or 0-3)")]
-    NotANumber {
-        /// The item.
-        cpu: String,
-        /// The whole list.
-        list: String,
-    },
-    /// A range `a-b` with `a > b`.
-    #[error("CPU range '{0}' is decreasing")]
-    Decreasing(String),
-}
-
 /// Why [`crate::Generator::open`] or [`crate::Generator::run`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GenError {

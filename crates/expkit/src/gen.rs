@@ -20,10 +20,10 @@ use std::time::Duration;
 use pspat_io::udp::Udp;
 use pspat_io::{cpu, Backend, Sender};
 
-use crate::cpus::CpuList;
 use crate::error::GenError;
 use crate::gen_report::GenReport;
 use crate::limits;
+use pspat_io::cpu::CpuList;
 
 /// The generator's settings.
 #[derive(Clone, Debug, PartialEq)]

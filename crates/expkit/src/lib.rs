@@ -36,7 +36,6 @@
 //! | `sink.rs` | [`SinkConfig`]; [`Sink`]: bind, the receive loop, the window |
 //! | `client.rs` | the sink's per-client account: sequence gaps, reordering, latency histogram |
 //! | `sink_report.rs` | [`SinkReport`], [`ClientReport`], [`Latency`] |
-//! | `cpus.rs` | [`CpuList`], `0,2,5-7` |
 //! | `limits.rs` | what each option accepts (durations, rates, lengths, senders) |
 //! | `shares.rs` | [`Share`]s against weights, [`Fairness`] (share error, Jain's index) |
 //! | `row.rs` | [`Row`]: one run's figures from the two reports |
@@ -53,7 +52,6 @@
 #![warn(missing_docs)]
 
 mod client;
-pub mod cpus;
 pub mod csv;
 pub mod error;
 pub mod figures;
@@ -69,8 +67,7 @@ pub mod shares;
 pub mod sink;
 mod sink_report;
 
-pub use cpus::CpuList;
-pub use error::{AnalysisError, CpuListError, CsvError, GenError, Invalid, SinkError};
+pub use error::{AnalysisError, CsvError, GenError, Invalid, SinkError};
 pub use gen::{GenConfig, Generator, SenderPlan};
 pub use gen_report::{GenReport, SenderReport};
 pub use row::{Row, RowSpec, VictimFigures};

@@ -1,8 +1,10 @@
 //! CPU placement of threads (Linux affinity): PSPAT gives the arbiter a CPU of its own;
 //! and the CPU time threads used, by name, from /proc, for reports such as "the arbiter
-//! used 0.4% of a CPU while idle".
+//! used 0.4% of a CPU while idle"; and CPU lists as users write them (`0,2,5-7`), the one
+//! parser of them in pspat.
 
 use std::collections::BTreeMap;
+use std::str::FromStr;
 
 /// The CPUs this thread may run on, in increasing order (empty if the kernel refuses to
 /// say).
@@ -76,6 +78,64 @@ fn cpu_of_stat(stat: &str) -> Option<f64> {
     Some((utime + stime) / TICKS_PER_S)
 }
 
+/// A list of CPU numbers, in the order written (`0,2,5-7` is 0, 2, 5, 6, 7). Threads take
+/// them round-robin: thread i the (i mod n)-th.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl CpuList {
+    /// The CPU of thread `i`: the (i mod n)-th; `None` for an empty list.
+    pub fn of(&self, i: usize) -> Option<usize> {
+        self.0.get(i % self.0.len().max(1)).copied()
+    }
+}
+
+impl FromStr for CpuList {
+    type Err = CpuListError;
+
+    /// Parses `0,2,5-7`: comma-separated CPUs and increasing ranges, at least one.
+    fn from_str(s: &str) -> Result<Self, CpuListError> {
+        let mut v = Vec::new();
+        for item in s.split(',').map(str::trim) {
+            let num = |t: &str| {
+                t.trim()
+                    .parse::<usize>()
+                    .map_err(|_| CpuListError::NotANumber {
+                        cpu: t.to_owned(),
+                        list: s.to_owned(),
+                    })
+            };
+            match item.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (num(a)?, num(b)?);
+                    if a > b {
+                        return Err(CpuListError::Decreasing(item.to_owned()));
+                    }
+                    v.extend(a..=b);
+                }
+                None => v.push(num(item)?),
+            }
+        }
+        Ok(CpuList(v))
+    }
+}
+
+/// A CPU list that does not parse (see [`CpuList`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    /// An item is not a number.
+    #[error("CPU '{cpu}' in '{list}' is not a number (e.g. 0,1 or 0-3)")]
+    NotANumber {
+        /// The item.
+        cpu: String,
+        /// The whole list.
+        list: String,
+    },
+    /// A range `a-b` with `a > b`.
+    #[error("CPU range '{0}' is decreasing")]
+    Decreasing(String),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,5 +204,26 @@ mod tests {
         let m = h.join().unwrap();
         let s = m.get("cpu-test-spin").copied().unwrap_or(0.0);
         assert!(s > 0.0, "{m:?}");
+    }
+
+    fn parse(s: &str) -> Result<CpuList, CpuListError> {
+        s.parse()
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse("0").unwrap().0, [0]);
+        assert_eq!(parse("0,2,5-7").unwrap().0, [0, 2, 5, 6, 7]);
+        assert!(parse("3-1").unwrap_err().to_string().contains("decreasing"));
+        assert!(parse("a").unwrap_err().to_string().contains("'a'"));
+        assert!(parse("").is_err());
+        assert!(parse("1,,2").is_err());
+    }
+
+    #[test]
+    fn threads_take_them_round_robin() {
+        let l = parse("4,6").unwrap();
+        assert_eq!([l.of(0), l.of(1), l.of(2)], [Some(4), Some(6), Some(4)]);
+        assert_eq!(CpuList(vec![]).of(3), None);
     }
 }
