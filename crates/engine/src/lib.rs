@@ -32,7 +32,7 @@
 //! | `clock.rs` | the engine clock: nanoseconds on CLOCK_MONOTONIC | |
 //! | `sync.rs` | the atomics facade: `--cfg loom` swaps in loom's model-checked ones | |
 //! | `lock.rs` | the conventional architecture (one lock around the scheduler) to compare | 2.3, Fig. 1b |
-//! | `traffic.rs` | packet sources for clients: rates, sizes, bursts | 6 |
+//! | `traffic.rs` | packet sources for clients: rates, sizes, bursts; the architecture benchmark's greedy and periodic clients | 6 |
 //!
 //! The mailbox itself is `pspat-mailbox`; backends are `pspat-io`.
 

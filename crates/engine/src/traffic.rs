@@ -6,6 +6,16 @@
 //! retried, so the offered load stays what was configured. Greedy sources are closed-loop:
 //! they retry, backing off briefly, so they always have a packet waiting (the backlogged
 //! senders of the papers).
+//!
+//! The architecture benchmark (`pspat bench arch`) runs two sources of its own, as lean as
+//! a client loop can be so that they measure the architecture and not the generator:
+//! [`greedy`] (fixed-size packets as fast as the mailbox takes them, one clock reading per
+//! [`GREEDY_STAMP_EVERY`] packets, backing off with [`Submit::back_off`]) and [`periodic`]
+//! (one packet every gap on a schedule that does not drift, idling with
+//! [`Submit::pause`] in between: the benchmark's latency "victim").
+//!
+//! Every source is generic over [`Submit`], so each client type gets its own
+//! monomorphised loop.
 
 use std::fmt;
 use std::str::FromStr;
@@ -193,11 +203,33 @@ pub struct SourceStats {
 }
 
 /// Anything a source can drive: the PSPAT client, or the lock-based baseline's client.
+///
+/// The two ways of waiting differ in what the client expects to happen meanwhile:
+/// [`Submit::pause`] is for a source with nothing to send for a while (a paced source
+/// before its next packet, [`drive`]'s greedy source after a refusal), and
+/// [`Submit::back_off`] for a source that wants to send now but found its mailbox full.
+/// The architecture benchmark's figures depend on both (a sleep where a yield was meant
+/// leaves the mailbox empty for a timer's slack), so each implementation says what it does
+/// and why.
 pub trait Submit {
     /// Submits one packet stamped `now_ns`.
     fn submit_at(&mut self, flow: u32, len: u32, now_ns: u64) -> Result<Accepted, SubmitError>;
-    /// Waits up to `timeout` (transmitting cleared packets if this client does that).
+    /// The time to stamp packets with and to pace by: [`clock::now_ns`], the engine
+    /// clock. ([`greedy`] and [`periodic`] read time only here, so that a test's client can
+    /// run them on a clock of its own.)
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        clock::now_ns()
+    }
+    /// Nothing to send for `timeout`: waits that long (transmitting cleared packets if
+    /// this client does that), without spinning.
     fn pause(&mut self, timeout: Duration);
+    /// The mailbox is full and the source has a packet waiting: lets the threads that free
+    /// slots run, for at most about `at_most`. The default pauses, which always lets them
+    /// run; the engine's clients do better.
+    fn back_off(&mut self, at_most: Duration) {
+        self.pause(at_most);
+    }
 }
 
 impl Submit for crate::lock::LockClient {
@@ -205,8 +237,17 @@ impl Submit for crate::lock::LockClient {
     fn submit_at(&mut self, flow: u32, len: u32, now_ns: u64) -> Result<Accepted, SubmitError> {
         crate::lock::LockClient::submit_at(self, flow, len, now_ns)
     }
+    /// Sleeps: nothing of this client's needs it meanwhile (the scheduler runs under the
+    /// lock in whichever client submits next, or in the watchdog), and a sleeping client
+    /// leaves its CPU to the others; spinning would take a core on a small machine.
     fn pause(&mut self, timeout: Duration) {
         std::thread::sleep(timeout);
+    }
+    /// Yields: the slots come back as the other clients run the scheduler under the lock,
+    /// so let them run, and try again as soon as the OS gives this thread its CPU back
+    /// (a sleep would keep it away for at least a timer's slack, tens of microseconds).
+    fn back_off(&mut self, _at_most: Duration) {
+        std::thread::yield_now();
     }
 }
 
@@ -215,8 +256,23 @@ impl Submit for Client {
     fn submit_at(&mut self, flow: u32, len: u32, now_ns: u64) -> Result<Accepted, SubmitError> {
         Client::submit_at(self, flow, len, now_ns)
     }
+    /// [`Client::wait_and_drain`]: in the client hand-off mode the client transmits what
+    /// the arbiter clears meanwhile (woken by the arbiter, no spinning); in the other modes
+    /// it sleeps, as the lock-based client does.
     fn pause(&mut self, timeout: Duration) {
         self.wait_and_drain(timeout);
+    }
+    /// In the client hand-off mode, [`Client::wait_and_drain`]: the slots come back only
+    /// when this client transmits its cleared packets, so it waits for them (up to
+    /// `at_most`) and sends them. Otherwise it yields: the arbiter frees slots as it
+    /// schedules, and a yield lets it (and the other clients) have the CPU without
+    /// keeping this thread away for a timer's slack as a sleep would.
+    fn back_off(&mut self, at_most: Duration) {
+        if self.transmits_itself() {
+            self.wait_and_drain(at_most);
+        } else {
+            std::thread::yield_now();
+        }
     }
 }
 
@@ -288,6 +344,91 @@ pub fn drive<C: Submit>(client: &mut C, spec: &TrafficSpec, stop: &AtomicBool) -
                     next_ns = now;
                 }
             }
+        }
+    }
+    stats
+}
+
+/// [`greedy`] stamps its packets with one clock reading per this many submissions (and a
+/// fresh one after every refusal), as packet generators stamp a burst: on a VM a reading
+/// (vDSO `clock_gettime`) costs as much as the rest of a submit. The stamp is then up to a
+/// burst's generation time early; the benchmark measures only the [`periodic`] victim's
+/// latency, and it reads the clock for every packet.
+pub const GREEDY_STAMP_EVERY: u32 = 16;
+
+/// How long [`greedy`] lets a full mailbox's slots come back, at most (see
+/// [`Submit::back_off`]).
+pub const GREEDY_BACK_OFF: Duration = Duration::from_micros(50);
+
+/// The architecture benchmark's greedy client: submits `len`-byte packets on `flow` as
+/// fast as the mailbox takes them until `stop` is set or the client refuses for good
+/// (stopped engine, bad length). A full mailbox makes it [`Submit::back_off`] (counted as
+/// `backoffs`) and retry with a fresh stamp.
+pub fn greedy<C: Submit>(client: &mut C, flow: u32, len: u32, stop: &AtomicBool) -> SourceStats {
+    let mut stats = SourceStats::default();
+    let mut now = client.now_ns();
+    let mut until_stamp = GREEDY_STAMP_EVERY;
+    // ORDERING: Relaxed: the flag only ends the loop; the join orders everything else.
+    while !stop.load(Ordering::Relaxed) {
+        if until_stamp == 0 {
+            now = client.now_ns();
+            until_stamp = GREEDY_STAMP_EVERY;
+        }
+        until_stamp -= 1;
+        match client.submit_at(flow, len, now) {
+            Ok(a) => {
+                stats.accepted += 1;
+                stats.dropped_reported += a.dropped_before;
+            }
+            Err(SubmitError::MailboxFull) => {
+                stats.backoffs += 1;
+                client.back_off(GREEDY_BACK_OFF);
+                until_stamp = 0;
+            }
+            Err(SubmitError::Filtered(_)) => stats.filtered += 1,
+            Err(_) => break,
+        }
+    }
+    stats
+}
+
+/// The architecture benchmark's victim: one `len`-byte packet on `flow` every `gap`,
+/// stamped when it is submitted, on a schedule that does not drift (the next packet is
+/// due a gap after the previous one was due, not after it left). A thread descheduled for
+/// longer than a gap skips what it missed rather than bursting to catch up. A packet
+/// refused by a full mailbox is counted as `refused` and not retried (open loop). Between
+/// packets the client [`Submit::pause`]s: a victim that spun would take a core from the
+/// greedy clients and the arbiter on a small machine.
+pub fn periodic<C: Submit>(
+    client: &mut C,
+    flow: u32,
+    len: u32,
+    gap: Duration,
+    stop: &AtomicBool,
+) -> SourceStats {
+    let gap_ns = u64::try_from(gap.as_nanos()).unwrap_or(u64::MAX).max(1);
+    let mut stats = SourceStats::default();
+    let mut next = client.now_ns();
+    // ORDERING: as in `greedy`.
+    while !stop.load(Ordering::Relaxed) {
+        let now = client.now_ns();
+        if now >= next {
+            match client.submit_at(flow, len, client.now_ns()) {
+                Ok(a) => {
+                    stats.accepted += 1;
+                    stats.dropped_reported += a.dropped_before;
+                }
+                Err(SubmitError::MailboxFull) => stats.refused += 1,
+                Err(SubmitError::Filtered(_)) => stats.filtered += 1,
+                Err(_) => break,
+            }
+            next = next.saturating_add(gap_ns);
+            if next < now {
+                // Descheduled for longer than a gap: skip, do not burst to catch up.
+                next = now.saturating_add(gap_ns);
+            }
+        } else {
+            client.pause(Duration::from_nanos(next - now));
         }
     }
     stats
@@ -398,5 +539,178 @@ mod tests {
             let offered = st.accepted + st.refused;
             assert!((50..=700).contains(&offered), "{offered} offered in 50 ms");
         });
+    }
+    /// A client on a clock of its own: every reading advances it by `read_ns`, a pause
+    /// by what was asked plus `late_ns` (a late wake-up), and the `stall_at`-th pause by
+    /// `stall_ns` more; it refuses when `refuse` says so and stops (refusing for good)
+    /// once its clock passes `end_ns` or after `max_attempts` submissions.
+    struct Clocked {
+        now: std::cell::Cell<u64>,
+        read_ns: u64,
+        late_ns: u64,
+        stall_at: Option<(usize, u64)>,
+        refuse: fn(usize) -> bool,
+        end_ns: u64,
+        max_attempts: usize,
+        /// Stamp of each submission attempt, and whether it was refused.
+        attempts: Vec<(u64, bool)>,
+        pauses: Vec<Duration>,
+        back_offs: Vec<Duration>,
+        /// Clock readings taken.
+        reads: std::cell::Cell<u64>,
+        /// When the stalled pause ended.
+        stall_end: Option<u64>,
+    }
+
+    impl Clocked {
+        fn new(refuse: fn(usize) -> bool) -> Self {
+            Self {
+                now: std::cell::Cell::new(1_000_000),
+                read_ns: 1,
+                late_ns: 0,
+                stall_at: None,
+                refuse,
+                end_ns: u64::MAX,
+                max_attempts: usize::MAX,
+                attempts: vec![],
+                pauses: vec![],
+                back_offs: vec![],
+                reads: std::cell::Cell::new(0),
+                stall_end: None,
+            }
+        }
+    }
+
+    impl Submit for Clocked {
+        fn submit_at(&mut self, _flow: u32, _len: u32, now: u64) -> Result<Accepted, SubmitError> {
+            if self.now.get() > self.end_ns || self.attempts.len() == self.max_attempts {
+                return Err(SubmitError::Stopped);
+            }
+            let refused = (self.refuse)(self.attempts.len());
+            self.attempts.push((now, refused));
+            if refused {
+                return Err(SubmitError::MailboxFull);
+            }
+            Ok(Accepted { dropped_before: 0 })
+        }
+        fn now_ns(&self) -> u64 {
+            self.reads.set(self.reads.get() + 1);
+            self.now.set(self.now.get() + self.read_ns);
+            self.now.get()
+        }
+        fn pause(&mut self, t: Duration) {
+            let mut ns = t.as_nanos() as u64 + self.late_ns;
+            if let Some((at, stall)) = self.stall_at {
+                if self.pauses.len() == at {
+                    ns += stall;
+                }
+            }
+            self.pauses.push(t);
+            self.now.set(self.now.get() + ns);
+            if ns > self.late_ns + t.as_nanos() as u64 {
+                self.stall_end = Some(self.now.get());
+            }
+        }
+        fn back_off(&mut self, t: Duration) {
+            self.back_offs.push(t);
+        }
+    }
+
+    #[test]
+    fn greedy_reads_the_clock_once_a_burst_and_again_after_a_refusal() {
+        let stop = AtomicBool::new(false);
+        // Every 37th attempt is refused; the client stops after 1000.
+        let mut c = Clocked::new(|i| i % 37 == 36);
+        c.max_attempts = 1000;
+        let st = greedy(&mut c, 0, 60, &stop);
+        let refused = c.attempts.iter().filter(|a| a.1).count();
+        assert_eq!(refused, 1000 / 37);
+        assert_eq!(st.accepted as usize, 1000 - refused);
+        assert_eq!(st.backoffs as usize, refused);
+        assert!(c.back_offs.iter().all(|&t| t == GREEDY_BACK_OFF));
+        assert!(
+            c.pauses.is_empty(),
+            "a full mailbox is a back-off, not a pause"
+        );
+        // Where the stamp must change: every GREEDY_STAMP_EVERY attempts, counted afresh
+        // from the attempt after each refusal. (The clock moves on every reading.)
+        let mut want = Vec::new();
+        let mut until = GREEDY_STAMP_EVERY;
+        for (i, &(_, refused)) in c.attempts.iter().enumerate() {
+            if until == 0 {
+                want.push(i);
+                until = GREEDY_STAMP_EVERY;
+            }
+            until -= 1;
+            if refused {
+                until = 0;
+            }
+        }
+        let changed: Vec<usize> = (1..c.attempts.len())
+            .filter(|&i| c.attempts[i].0 != c.attempts[i - 1].0)
+            .collect();
+        assert_eq!(changed, want);
+        // One reading before the loop, one per burst: about 1000 / 16 + one per refusal.
+        assert_eq!(c.reads.get() as usize, 1 + want.len());
+        assert!(
+            c.reads.get() < 1000 / 16 + 1000 / 37 + 3,
+            "{}",
+            c.reads.get()
+        );
+    }
+
+    #[test]
+    fn greedy_and_periodic_end_on_the_flag() {
+        let stop = AtomicBool::new(true);
+        let mut c = Clocked::new(|_| false);
+        assert_eq!(greedy(&mut c, 0, 60, &stop), SourceStats::default());
+        let st = periodic(&mut c, 0, 60, Duration::from_micros(10), &stop);
+        assert_eq!(st, SourceStats::default());
+        assert!(c.attempts.is_empty());
+    }
+
+    #[test]
+    fn periodic_keeps_to_its_schedule_despite_late_wake_ups() {
+        let stop = AtomicBool::new(false);
+        // 10 us gaps for 10 ms, each pause waking 3 us late: on schedule, 1000 packets
+        // (a schedule restarted from each send would drift to one per 13 us, 770).
+        let mut c = Clocked::new(|_| false);
+        c.late_ns = 3_000;
+        c.end_ns = c.now.get() + 10_000_000;
+        let st = periodic(&mut c, 0, 60, Duration::from_micros(10), &stop);
+        assert!((999..=1001).contains(&st.accepted), "{st:?}");
+        assert!(c.pauses.iter().all(|&p| p <= Duration::from_micros(10)));
+        // Packet k is due k gaps after the first and stamped when sent: as late as one
+        // wake-up (3 us), never early, and the lateness does not add up.
+        let first = c.attempts[0].0;
+        for (k, a) in c.attempts.iter().enumerate() {
+            let late = a.0 - first - k as u64 * 10_000;
+            assert!(late <= 3_100, "packet {k} is {late} ns behind its schedule");
+        }
+    }
+
+    #[test]
+    fn periodic_skips_what_a_long_stall_missed_and_does_not_retry_refusals() {
+        let stop = AtomicBool::new(false);
+        // Every packet refused; the 5th pause lasts 35 gaps longer.
+        let mut c = Clocked::new(|_| true);
+        c.stall_at = Some((5, 350_000));
+        c.end_ns = c.now.get() + 10_000_000;
+        let st = periodic(&mut c, 0, 60, Duration::from_micros(10), &stop);
+        assert_eq!(st.accepted, 0);
+        assert_eq!(
+            st.refused as usize,
+            c.attempts.len(),
+            "one attempt per packet"
+        );
+        // 1000 gaps, 35 of them missed and not made up.
+        assert!((960..=970).contains(&st.refused), "{st:?}");
+        let end = c.stall_end.expect("the stall happened");
+        let after = c
+            .attempts
+            .iter()
+            .filter(|a| (end..end + 10_000).contains(&a.0))
+            .count();
+        assert_eq!(after, 1, "a burst to catch up after the stall");
     }
 }
