@@ -27,7 +27,8 @@ use crate::{emit, table};
 struct FloorPoint {
     /// Yielding threads on the clients' CPUs.
     clients: usize,
-    /// Interval of the measurement, ns.
+    /// The span the gaps are counted over and divided by, ns: the snapshots' distance, or
+    /// longer when a gap in progress at the first one is counted from its start.
     span_ns: u64,
     /// The gaps between two clock readings of the spinner.
     #[serde(flatten)]
@@ -126,12 +127,10 @@ fn point(n: usize, duration: Duration, pin: bool) -> Result<FloorPoint> {
                 if let Some(cpu) = spinner_cpu {
                     let _ = pspat_io::cpu::pin_current_thread(cpu);
                 }
-                let mut prev = clock::now_ns();
+                counters.restart(clock::now_ns());
                 // ORDERING: Relaxed, as above.
                 while !stop.load(Ordering::Relaxed) {
-                    let now = clock::now_ns();
-                    counters.gap(now.saturating_sub(prev));
-                    prev = now;
+                    counters.drained(clock::now_ns());
                 }
             })
             .context("spawning the spinner")?
@@ -145,9 +144,10 @@ fn point(n: usize, duration: Duration, pin: bool) -> Result<FloorPoint> {
         let _ = t.join();
     }
     let _ = spinner.join();
+    let gaps = b.since(&a);
     Ok(FloorPoint {
         clients: n,
-        span_ns: t1 - t0,
-        gaps: b.since(&a).summary(t1 - t0),
+        span_ns: gaps.summary_span_ns(t1 - t0),
+        gaps: gaps.summary(t1 - t0),
     })
 }

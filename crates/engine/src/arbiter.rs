@@ -136,10 +136,9 @@ struct Drain {
     /// Delta_A: the mailboxes are drained at most this often, ns.
     delta_a_ns: u64,
     /// Earliest time of the next drain, ns; 0 makes the next scan drain (before a sleep).
+    /// (When the last drain started, moved past voluntary waits, is the stall counters'
+    /// `open_since_ns`: the drain gaps are counted in [`crate::stall`].)
     next_ns: u64,
-    /// When the last drain started, moved past voluntary waits (link sleeps, idle blocks),
-    /// ns: the drain gaps are counted in [`crate::stall`].
-    last_ns: u64,
     /// Packets taken from one mailbox and not yet entered ([`DRAIN_BATCH`] of them; lent
     /// to the drain, which puts it back).
     buf: Vec<Pkt>,
@@ -234,7 +233,6 @@ impl<V: Service> Arbiter<V> {
             drain: Drain {
                 delta_a_ns: cfg.delta_a_ns,
                 next_ns: 0,
-                last_ns: 0,
                 buf: vec![Pkt::default(); DRAIN_BATCH],
             },
             idle: Deactivation {
@@ -273,8 +271,7 @@ impl<V: Service> Arbiter<V> {
         if now >= self.drain.next_ns {
             self.drain.next_ns = now + self.drain.delta_a_ns;
             counters.drains.add(1);
-            counters.stalls.gap(now.saturating_sub(self.drain.last_ns));
-            self.drain.last_ns = now;
+            counters.stalls.drained(now);
             outcome.drained = self.drain_clients(now, idle);
             self.svc.tick(now);
         }
@@ -592,7 +589,8 @@ impl<V: Service> Arbiter<V> {
         // The link starts now: no credit for the time before the engine ran.
         self.svc.start(clock::now_ns());
         let mut idle_since: Option<u64> = None;
-        self.drain.last_ns = clock::now_ns();
+        let stalls = &shared.arbiter_counters.0.stalls;
+        stalls.restart(clock::now_ns());
         loop {
             let now = clock::now_ns();
             let outcome = self.scan(now, Deactivate::WhenDue);
@@ -613,7 +611,7 @@ impl<V: Service> Arbiter<V> {
                 if wait >= self.pace.link_spin_ns && wait > 0 {
                     self.sleep_link(wait - SLEEP_EARLY_NS.min(wait / 2));
                     // A voluntary wait is not a drain gap.
-                    self.drain.last_ns = clock::now_ns();
+                    stalls.restart(clock::now_ns());
                 } else {
                     std::hint::spin_loop();
                 }
@@ -637,8 +635,9 @@ impl<V: Service> Arbiter<V> {
             let c = &self.shared.arbiter_counters.0;
             c.idle_sleeps.add(1);
             parker.sleep(Some(IDLE_BLOCK));
-            self.drain.last_ns = clock::now_ns();
-            c.slept_ns.add(self.drain.last_ns - t0);
+            let t1 = clock::now_ns();
+            stalls.restart(t1);
+            c.slept_ns.add(t1 - t0);
             idle_since = None;
         }
         if let Output::Arbiter(tx) = &mut self.out.to {
