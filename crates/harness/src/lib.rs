@@ -1,6 +1,9 @@
 //! # pspat-harness
 //!
-//! A scheduler benchmark compatible with FreeBSD dummynet's userspace `test` program
+//! pspat's benchmarks: the scheduler loops (`pspat bench sched`, `wfi`, `table`) and the
+//! architecture benchmark (`pspat bench arch`, [`arch`]).
+//!
+//! The scheduler benchmark is compatible with FreeBSD dummynet's userspace `test` program
 //! (`sys/netpfil/ipfw/test/main.c`), so that pspat's schedulers and dummynet's C ones can
 //! be run side by side on the same flowsets, doing the same work per packet.
 //!
@@ -46,15 +49,21 @@
 //! - [`run`]: the loop; [`report`]: its results;
 //! - [`slots`]: tables the loop indexes without bounds checks (and without `unsafe`);
 //! - [`guarantee`]: `pspat bench wfi`, service guarantees (T-WFI, B-WFI) of a flowset on the
-//!   exact virtual link against GPS, with timed fill/drain arrivals.
+//!   exact virtual link against GPS, with timed fill/drain arrivals;
+//! - [`limit`]: an algorithm's single-thread enqueue+dequeue rate (the ceiling `bench arch`
+//!   compares with);
+//! - [`arch`]: `pspat bench arch`, the PSPAT architecture against the lock-based one on the
+//!   engine (`pspat-engine`), in throughput, stability and floor modes.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod arch;
 pub mod controller;
 pub mod error;
 pub mod flowset;
 pub mod guarantee;
+pub mod limit;
 pub mod number;
 pub mod pattern;
 pub mod pool;

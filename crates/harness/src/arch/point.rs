@@ -1,0 +1,392 @@
+//! One measurement: an engine of either architecture, its greedy clients and maybe a
+//! victim, a warm-up, then the counters' growth between two snapshots.
+//!
+//! The client threads run `pspat_engine::traffic::{greedy, periodic}` over the concrete
+//! client type of the architecture ([`pspat_engine::Client`] or
+//! [`pspat_engine::LockClient`]): one monomorphised loop each, no dispatch per packet.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use pspat_engine::clock;
+use pspat_engine::latency::LatencyBoard;
+use pspat_engine::stats::ClientSnapshot;
+use pspat_engine::traffic::{self, Submit};
+use pspat_engine::{
+    ClientConfig, Engine, EngineConfig, EngineReport, EngineSnapshot, LockedEngine,
+};
+use pspat_sched::FlowParams;
+
+use super::report::{self, ArbiterStalls, Latency, Point};
+use super::spec::{ns, Setup};
+use super::{Arch, ArchError, GREEDY_WEIGHT, VICTIM_WEIGHT};
+
+/// One measurement: an architecture, some greedy clients, maybe a victim.
+pub(crate) struct PointSpec<'a> {
+    pub arch: Arch,
+    /// What every point of the run shares; its `rate_bps` is this point's link.
+    pub setup: &'a Setup,
+    /// Weights of the greedy clients.
+    pub greedy: Vec<u32>,
+    /// The victim's gap, if it runs.
+    pub victim_gap: Option<Duration>,
+}
+
+/// The two limits a throughput point is compared with (zero: not measured).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    pub flat: f64,
+    pub backlogged: f64,
+}
+
+/// One flow per client; the victim's last. A flow's maximum packet length is the packet
+/// length: timestamp schedulers size their guarantees (and QFQ its groups) by it.
+pub(crate) fn flows_of(greedy: &[u32], victim: bool, len: u32) -> Vec<FlowParams> {
+    greedy
+        .iter()
+        .copied()
+        .chain(victim.then_some(VICTIM_WEIGHT * GREEDY_WEIGHT))
+        .map(|w| FlowParams::weighted(w).with_max_len(len))
+        .collect()
+}
+
+fn engine_config(spec: &PointSpec) -> EngineConfig {
+    let s = spec.setup;
+    let victim = spec.victim_gap.is_some();
+    let mut clients = vec![ClientConfig::default(); spec.greedy.len()];
+    if victim {
+        clients.push(ClientConfig {
+            track_latency: true,
+        });
+    }
+    let mut cfg = EngineConfig::new(&s.alg, flows_of(&spec.greedy, victim, s.len), clients);
+    cfg.mailbox_entries = s.mailbox;
+    // Each flow can hold everything its client can have in flight: no scheduler drops.
+    let limit = cfg.mailbox_entries as u32;
+    for f in &mut cfg.flows {
+        *f = f.with_limit_pkts(limit);
+    }
+    cfg.params = s.params.clone();
+    cfg.delta_a_ns = ns(s.knobs.delta_a);
+    cfg.aggregate_ns = ns(s.knobs.aggregate);
+    cfg.scan_batch = s.knobs.scan_batch;
+    cfg.rate_bps = s.rate_bps;
+    // PSPAT with decision aggregation schedules an aggregate as one packet of up to the
+    // aggregation budget: each flow must admit packets that long, or nothing would merge.
+    // (The lock baseline does not aggregate and keeps the flows as they are.)
+    if spec.arch == Arch::Pspat {
+        cfg.fit_flows_to_aggregates();
+    }
+    cfg.handoff = s.handoff;
+    if s.pin && spec.arch == Arch::Pspat {
+        cfg.arbiter_cpu = pspat_io::cpu::allowed_cpus().last().copied();
+    }
+    cfg
+}
+
+/// The CPU client thread `i` is pinned to under `Setup::pin`.
+fn client_cpu(spec: &PointSpec, i: usize) -> Option<usize> {
+    if !spec.setup.pin {
+        return None;
+    }
+    let cpus = pspat_io::cpu::allowed_cpus();
+    let usable = match spec.arch {
+        Arch::Pspat if cpus.len() > 1 => &cpus[..cpus.len() - 1],
+        _ => &cpus[..],
+    };
+    (!usable.is_empty()).then(|| usable[i % usable.len()])
+}
+
+/// The engine under test, either architecture (observed a few times a point: the
+/// clients, which run per packet, get a type of their own).
+enum Running {
+    Pspat(Engine),
+    Lock(LockedEngine),
+}
+
+impl Running {
+    /// The counters, stamped within 100 us of being read: a snapshot stamps its time
+    /// first, so a thread preempted while reading would count packets of the next
+    /// milliseconds in this window (up to a few tries on a loaded machine).
+    fn snapshot(&self) -> EngineSnapshot {
+        let mut tries = 0;
+        loop {
+            let s = match self {
+                Running::Pspat(e) => e.snapshot(),
+                Running::Lock(e) => e.snapshot(),
+            };
+            tries += 1;
+            if clock::now_ns() - s.at_ns < 100_000 || tries == 10 {
+                return s;
+            }
+        }
+    }
+    fn board(&self) -> Arc<LatencyBoard> {
+        match self {
+            Running::Pspat(e) => e.latency_board(),
+            Running::Lock(e) => e.latency_board(),
+        }
+    }
+    fn contended(&self) -> Option<u64> {
+        match self {
+            Running::Pspat(_) => None,
+            Running::Lock(e) => Some(e.lock_stats().contended.iter().sum()),
+        }
+    }
+    fn stop(self) -> EngineReport {
+        match self {
+            Running::Pspat(e) => e.stop(false),
+            Running::Lock(e) => e.stop(false),
+        }
+    }
+}
+
+/// Runs one point, compared with `limits`.
+pub(crate) fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point, ArchError> {
+    let cfg = engine_config(spec);
+    let backend = Arc::clone(&spec.setup.backend);
+    match spec.arch {
+        Arch::Pspat => {
+            let (e, clients) = Engine::start(&cfg, backend)?;
+            measure(spec, limits, Running::Pspat(e), clients)
+        }
+        Arch::Lock => {
+            let (e, clients) = LockedEngine::start(&cfg, backend)?;
+            measure(spec, limits, Running::Lock(e), clients)
+        }
+    }
+}
+
+/// Starts a thread per client: the greedy ones first, then the victim.
+fn spawn_clients<C: Submit + Send + 'static>(
+    spec: &PointSpec,
+    clients: Vec<C>,
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<JoinHandle<()>>, ArchError> {
+    let n_greedy = spec.greedy.len();
+    let len = spec.setup.len;
+    let mut threads = Vec::with_capacity(clients.len());
+    for (i, mut c) in clients.into_iter().enumerate() {
+        let stop = Arc::clone(stop);
+        let flow = i as u32;
+        let gap = spec.victim_gap.filter(|_| i >= n_greedy);
+        let name = if gap.is_some() {
+            "victim".to_owned()
+        } else {
+            format!("greedy-{i}")
+        };
+        let cpu = client_cpu(spec, i);
+        let h = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                if let Some(cpu) = cpu {
+                    // Best effort: an unpinned client is still correct.
+                    let _ = pspat_io::cpu::pin_current_thread(cpu);
+                }
+                match gap {
+                    None => traffic::greedy(&mut c, flow, len, &stop),
+                    Some(gap) => traffic::periodic(&mut c, flow, len, gap, &stop),
+                };
+            })
+            .map_err(|source| ArchError::Spawn {
+                what: "a client thread",
+                source,
+            })?;
+        threads.push(h);
+    }
+    Ok(threads)
+}
+
+/// Runs `clients` on `running` for a warm-up and the measured interval, then stops it.
+fn measure<C: Submit + Send + 'static>(
+    spec: &PointSpec,
+    limits: Limits,
+    running: Running,
+    clients: Vec<C>,
+) -> Result<Point, ArchError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = match spawn_clients(spec, clients, &stop) {
+        Ok(t) => t,
+        Err(e) => {
+            // The clients already started end on the flag, or on the stopped engine.
+            // ORDERING: Relaxed, as below.
+            stop.store(true, Ordering::Relaxed);
+            running.stop();
+            return Err(e);
+        }
+    };
+    let n_greedy = spec.greedy.len();
+    let duration = spec.setup.duration;
+    let warmup = (duration / 10).max(Duration::from_millis(20));
+    std::thread::sleep(warmup);
+    let board = running.board();
+    let a = running.snapshot();
+    // The victim's latency over the measured interval only, like every other figure of
+    // the point: what was published by now is subtracted at the end (the board is
+    // cumulative and published every 50 ms, so the cut is within 50 ms of `a`).
+    let victim_before = board.snapshot(n_greedy);
+    std::thread::sleep(duration);
+    let b = running.snapshot();
+    let victim_after = board.snapshot(n_greedy);
+    let contended = running.contended();
+    // ORDERING: Relaxed: the flag only ends the client loops; the joins order the rest.
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    let report = running.stop();
+
+    let dt = (b.at_ns - a.at_ns) as f64 / 1e9;
+    // A counter's growth over the measured interval, summed over the clients.
+    let delta = |f: fn(&ClientSnapshot) -> u64| -> u64 {
+        b.clients
+            .iter()
+            .zip(&a.clients)
+            .map(|(b, a)| f(b) - f(a))
+            .sum()
+    };
+    let decisions = delta(|c| c.scheduled);
+    let bytes = delta(|c| c.scheduled_bytes);
+    let sent = delta(|c| c.sent);
+    let greedy_delta = |f: fn(&ClientSnapshot) -> u64| -> Vec<u64> {
+        (0..n_greedy)
+            .map(|i| f(&b.clients[i]) - f(&a.clients[i]))
+            .collect()
+    };
+    let (shares, share_min_max) = report::shares(
+        &spec.greedy,
+        &greedy_delta(|c| c.scheduled),
+        &greedy_delta(|c| c.scheduled_bytes),
+    );
+    let victim = spec.victim_gap.and(victim_after).map(|mut h| {
+        if let Some(before) = &victim_before {
+            // Same bounds, and `before` is an earlier state of the same counts.
+            let _ = h.subtract(before);
+        }
+        Latency {
+            count: h.len(),
+            p50_ns: h.value_at_quantile(0.5),
+            p99_ns: h.value_at_quantile(0.99),
+            max_ns: h.max(),
+        }
+    });
+    let stalls = (spec.arch == Arch::Pspat).then(|| ArbiterStalls {
+        // Over the snapshots' distance, or the stall counters' own span when longer
+        // (`pspat_engine::stall`: a gap in progress at `a` is counted from its start).
+        gaps: b.stalls.since(&a.stalls).summary(b.at_ns - a.at_ns),
+        deactivation_fences: b.deactivation_fences - a.deactivation_fences,
+        scans_per_s: (b.scans - a.scans) as f64 / dt,
+        decisions_per_scan: decisions as f64 / (b.scans - a.scans).max(1) as f64,
+    });
+    let s = &report.snapshot.clients;
+    let decisions_per_s = decisions as f64 / dt;
+    Ok(Point {
+        arch: spec.arch,
+        clients: n_greedy,
+        decisions_per_s,
+        sent_per_s: sent as f64 / dt,
+        released_bps: bytes as f64 * 8.0 / dt,
+        limit_per_s: limits.flat,
+        of_limit: report::ratio(decisions_per_s, limits.flat),
+        limit_backlogged_per_s: limits.backlogged,
+        of_limit_backlogged: report::ratio(decisions_per_s, limits.backlogged),
+        share_min_max,
+        shares,
+        victim,
+        decisions_total: s.iter().map(|c| c.scheduled).sum(),
+        sched_dequeues_total: report.sched.as_ref().map(|x| x.stats.sent_pkts),
+        drops: s.iter().map(|c| c.dropped_total()).sum(),
+        send_failed: s.iter().map(|c| c.send_failed).sum(),
+        mailbox_full: s.iter().map(|c| c.mailbox_full).sum(),
+        lock_contended: contended,
+        stalls,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::spec::tests::setup;
+
+    #[test]
+    fn flows_put_the_victim_last_with_its_weight() {
+        let f = flows_of(&[1, 2], true, 60);
+        assert_eq!(f.len(), 3);
+        assert_eq!(f[1], FlowParams::weighted(2).with_max_len(60));
+        assert_eq!(f[2], FlowParams::weighted(VICTIM_WEIGHT).with_max_len(60));
+        assert_eq!(flows_of(&[1, 2], false, 60).len(), 2);
+    }
+
+    #[test]
+    fn the_arbiter_gets_a_cpu_of_its_own_only_when_pinned() {
+        let mut s = setup();
+        let spec = |s: &Setup, arch| {
+            let p = PointSpec {
+                arch,
+                setup: s,
+                greedy: vec![1; 3],
+                victim_gap: None,
+            };
+            (
+                engine_config(&p).arbiter_cpu,
+                (0..3).map(|i| client_cpu(&p, i)).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(spec(&s, Arch::Pspat), (None, vec![None; 3]));
+        s.pin = true;
+        let cpus = pspat_io::cpu::allowed_cpus();
+        let (arbiter, clients) = spec(&s, Arch::Pspat);
+        assert_eq!(arbiter, cpus.last().copied());
+        if cpus.len() > 1 {
+            assert!(
+                clients.iter().all(|c| *c != arbiter),
+                "{clients:?} {arbiter:?}"
+            );
+        }
+        let (arbiter, clients) = spec(&s, Arch::Lock);
+        assert_eq!(arbiter, None);
+        assert_eq!(clients[0], cpus.first().copied());
+    }
+
+    /// A tiny point of each architecture on the null backend: the clients ran, the
+    /// victim was measured, nothing was lost, and the figures hang together.
+    #[test]
+    fn a_tiny_point_of_each_architecture_runs() {
+        // Long enough for the latency board (published every 50 ms) to cover the victim.
+        let s = Setup {
+            duration: Duration::from_millis(150),
+            ..setup()
+        };
+        for arch in [Arch::Pspat, Arch::Lock] {
+            let spec = PointSpec {
+                arch,
+                setup: &s,
+                greedy: vec![1, 1],
+                victim_gap: Some(Duration::from_micros(50)),
+            };
+            let limits = Limits {
+                flat: 1e6,
+                backlogged: 0.0,
+            };
+            let p = run_point(&spec, limits).unwrap();
+            assert_eq!((p.arch, p.clients, p.shares.len()), (arch, 2, 2));
+            assert!(p.decisions_per_s > 0.0, "{p:?}");
+            assert_eq!(p.of_limit, p.decisions_per_s / 1e6);
+            assert_eq!(p.of_limit_backlogged, 0.0, "no backlogged limit measured");
+            assert!(p.victim.as_ref().is_some_and(|v| v.count > 0), "{p:?}");
+            assert_eq!((p.drops, p.send_failed), (0, 0), "{p:?}");
+            assert!((0.0..=1.0).contains(&p.share_min_max), "{p:?}");
+            assert!(p.decisions_total >= p.shares.iter().map(|s| s.decisions).sum::<u64>());
+            match arch {
+                Arch::Pspat => {
+                    let st = p.stalls.as_ref().expect("the arbiter's stalls");
+                    assert!((0.0..=100.0).contains(&st.gaps.stalled_pct), "{st:?}");
+                    assert!(p.lock_contended.is_none());
+                }
+                Arch::Lock => assert!(p.stalls.is_none() && p.lock_contended.is_some()),
+            }
+        }
+    }
+}

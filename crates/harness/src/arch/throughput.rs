@@ -1,0 +1,136 @@
+//! Throughput mode: decisions per second, shares and victim latency against the number
+//! of clients, each point beside the limit of the same algorithm on one thread.
+
+use pspat_io::Pkt;
+
+use super::point::{flows_of, run_point, Limits, PointSpec};
+use super::report::{self, ThroughputReport};
+use super::{ArchError, Progress, ThroughputSpec, GREEDY_WEIGHT, VICTIM_WEIGHT};
+use crate::limit::Limit;
+
+/// Runs `spec`: for each client count, the two limits (each over half a point's
+/// duration), then a point per architecture. `progress` hears of each point before it
+/// starts.
+pub fn throughput(
+    spec: &ThroughputSpec,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<ThroughputReport, ArchError> {
+    spec.validate()?;
+    let s = &spec.setup;
+    let victim = spec.victim_gap.is_some();
+    let mut points = Vec::with_capacity(spec.clients.len() * spec.archs.len());
+    for &n in &spec.clients {
+        let greedy = vec![GREEDY_WEIGHT; n];
+        let limit = |backlog, backlogged| {
+            Limit {
+                alg: s.alg.clone(),
+                params: s.params.clone(),
+                flows: flows_of(&greedy, victim, s.len),
+                len: s.len,
+                duration: s.duration / 2,
+                backlog,
+                backlogged,
+            }
+            .measure()
+        };
+        // A greedy client keeps its mailbox's capacity in flight, nearly all of it in the
+        // scheduler; the victim's flow is nearly empty.
+        let in_flight = pspat_mailbox::Config::with_entries(s.mailbox).capacity::<Pkt>();
+        let limits = Limits {
+            flat: limit(0, 0)?,
+            backlogged: limit(in_flight, n)?,
+        };
+        for &arch in &spec.archs {
+            progress(Progress::Point { clients: n, arch });
+            let point = PointSpec {
+                arch,
+                setup: s,
+                greedy: greedy.clone(),
+                victim_gap: spec.victim_gap,
+            };
+            let p = run_point(&point, limits).map_err(|e| ArchError::Point {
+                arch,
+                clients: n,
+                source: Box::new(e),
+            })?;
+            points.push(p);
+        }
+    }
+    Ok(ThroughputReport {
+        alg: s.alg.clone(),
+        backend: s.backend_name.clone(),
+        handoff: s.handoff,
+        rate_bps: s.rate_bps,
+        len: s.len,
+        duration: s.duration,
+        knobs: s.knobs,
+        victim_gap: spec.victim_gap,
+        victim_weight: victim.then_some(VICTIM_WEIGHT),
+        ratios: report::ratios(&points, &spec.clients),
+        points,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::arch::spec::tests::setup;
+    use crate::arch::Arch;
+
+    #[test]
+    fn a_tiny_run_has_every_point_in_order_and_their_ratios() {
+        let spec = ThroughputSpec {
+            setup: setup(),
+            archs: vec![Arch::Lock, Arch::Pspat],
+            clients: vec![2, 1],
+            victim_gap: None,
+        };
+        let mut heard = Vec::new();
+        let r = throughput(&spec, &mut |p| heard.push(p)).unwrap();
+        let order: Vec<(Arch, usize)> = r.points.iter().map(|p| (p.arch, p.clients)).collect();
+        let want = [
+            (Arch::Lock, 2),
+            (Arch::Pspat, 2),
+            (Arch::Lock, 1),
+            (Arch::Pspat, 1),
+        ];
+        assert_eq!(order, want);
+        let heard_order: Vec<(Arch, usize)> = heard
+            .iter()
+            .map(|p| match *p {
+                Progress::Point { clients, arch } => (arch, clients),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(heard_order, want);
+        for p in &r.points {
+            assert!(
+                p.limit_per_s > 0.0 && p.limit_backlogged_per_s > 0.0,
+                "{p:?}"
+            );
+            assert!(p.victim.is_none());
+        }
+        let ratio_clients: Vec<usize> = r.ratios.iter().map(|r| r.clients).collect();
+        assert_eq!(ratio_clients, [2, 1]);
+        let want = r.points[1].decisions_per_s / r.points[0].decisions_per_s;
+        assert!((r.ratios[0].pspat_over_lock - want).abs() <= 1e-9 * want);
+        assert_eq!((r.victim_gap, r.victim_weight), (None, None));
+    }
+
+    #[test]
+    fn an_invalid_spec_starts_nothing() {
+        let mut spec = ThroughputSpec {
+            setup: setup(),
+            archs: vec![Arch::Pspat],
+            clients: vec![1],
+            victim_gap: Some(Duration::from_micros(50)),
+        };
+        spec.setup.duration = Duration::ZERO;
+        let mut heard = 0;
+        let e = throughput(&spec, &mut |_| heard += 1).unwrap_err();
+        assert!(e.is_usage(), "{e}");
+        assert_eq!(heard, 0);
+    }
+}
