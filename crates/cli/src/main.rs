@@ -10,7 +10,6 @@ mod arch;
 mod compat;
 mod config;
 mod expkit;
-mod floor;
 mod run;
 mod shape;
 mod sim;
