@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use pspat_sim::metrics::Series;
-use pspat_sim::sweep::{plot_sweep, run_sweep, SweepReport, SweepSpec};
+use pspat_sim::sweep::{bounds, is_sweep, plot_sweep, run_sweep, SweepSpec};
 use pspat_sim::{plot, Scenario};
 
 #[derive(Args, Debug)]
@@ -30,9 +29,10 @@ pub struct SimArgs {
     /// Algorithm (overrides the file's), `name@key=value,...`.
     #[arg(long, value_name = "NAME")]
     alg: Option<String>,
-    /// Link rate, bit/s (flags-only scenarios; default 1e9).
-    #[arg(long, value_name = "BPS")]
-    rate: Option<f64>,
+    /// Link rate (10G, 1e9, 100Mbit/s; a bare number is bit/s; flags-only scenarios
+    /// default to 1G).
+    #[arg(long, value_name = "BPS", value_parser = pspat_units::parse_bandwidth)]
+    rate: Option<u64>,
     /// Transmit queue, packets.
     #[arg(long, value_name = "PKTS")]
     txq: Option<u32>,
@@ -66,10 +66,6 @@ pub struct SimArgs {
     plots: Option<PathBuf>,
 }
 
-fn is_sweep(text: &str) -> bool {
-    toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("algs"))
-}
-
 /// Runs `pspat sim`.
 pub fn main(a: SimArgs) -> Result<()> {
     if let Some(path) = &a.file {
@@ -96,7 +92,7 @@ pub fn main(a: SimArgs) -> Result<()> {
         sc.duration_ms = Some(d);
     }
     if let Some(r) = a.rate {
-        sc.rate_bps = r;
+        sc.rate_bps = r as f64;
     }
     if a.no_wfi {
         sc.wfi = false;
@@ -149,44 +145,13 @@ fn scenario(a: &SimArgs) -> Result<Scenario> {
             "give a scenario FILE or at least one --flow (see --help)".into()
         ));
     }
-    let mut t = toml::Table::new();
-    t.insert(
-        "alg".into(),
-        toml::Value::String(a.alg.clone().unwrap_or_else(|| "qfq".into())),
-    );
-    t.insert("rate_bps".into(), toml::Value::Float(a.rate.unwrap_or(1e9)));
-    match (a.packets, a.duration_ms) {
-        (None, None) => {
-            t.insert("packets".into(), toml::Value::Integer(100_000));
-        }
-        (p, d) => {
-            if let Some(p) = p {
-                let p = i64::try_from(p).context("--packets")?;
-                t.insert("packets".into(), toml::Value::Integer(p));
-            }
-            if let Some(d) = d {
-                t.insert("duration_ms".into(), toml::Value::Float(d));
-            }
-        }
-    }
-    let flows = a
-        .flows
-        .iter()
-        .map(|body| inline_table(body).map(toml::Value::Table))
-        .collect::<Result<Vec<_>>>()?;
-    t.insert("flows".into(), toml::Value::Array(flows));
-    let text = toml::to_string(&t).context("--flow")?;
-    Ok(Scenario::from_toml(&text, "--flow")?)
-}
-
-/// `k=v, k={...}` (an inline table's body) as a table.
-fn inline_table(body: &str) -> Result<toml::Table> {
-    let mut t: toml::Table = toml::from_str(&format!("x = {{ {body} }}"))
-        .with_context(|| format!("--flow '{body}' is not an inline TOML table body"))?;
-    match t.remove("x") {
-        Some(toml::Value::Table(x)) => Ok(x),
-        _ => bail!("--flow '{body}' is not an inline TOML table body"),
-    }
+    Ok(Scenario::from_flows(
+        a.alg.as_deref().unwrap_or("qfq"),
+        a.rate.map_or(1e9, |r| r as f64),
+        a.packets,
+        a.duration_ms,
+        &a.flows,
+    )?)
 }
 
 fn sweep(a: &SimArgs, path: &Path, text: &str) -> Result<()> {
@@ -234,34 +199,4 @@ fn sweep(a: &SimArgs, path: &Path, text: &str) -> Result<()> {
         s.push_str(&format!("wall {:.1}s", report.wall_s));
         crate::emit(&s)
     }
-}
-
-/// For `bench-wfi` sweeps whose metric is a class's T-WFI in service times: the analytic
-/// T-WFI bound of each algorithm that has one, per cell, in the same unit.
-fn bounds(report: &SweepReport) -> Vec<Series> {
-    let idx = if report.metric == "maxw:t_wfi_service_times" {
-        None
-    } else {
-        match report
-            .metric
-            .strip_prefix("class:")
-            .and_then(|m| m.strip_suffix(":t_wfi_service_times"))
-            .and_then(|i| i.parse::<usize>().ok())
-        {
-            Some(i) => Some(i),
-            None => return Vec::new(),
-        }
-    };
-    let mut out: Vec<Series> = Vec::new();
-    for (cell, run) in report.cells.iter().zip(&report.runs) {
-        let Some(b) = pspat_sim::sweep::bench_bound(run, idx, &cell.alg) else {
-            continue;
-        };
-        let label = format!("{} bound", cell.alg);
-        match out.iter_mut().find(|s| s.label == label) {
-            Some(s) => s.points.push((cell.x, b)),
-            None => out.push(Series::new(label, vec![(cell.x, b)])),
-        }
-    }
-    out
 }

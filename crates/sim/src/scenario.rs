@@ -154,6 +154,47 @@ impl Scenario {
         Self::from_toml(&text, &path.display().to_string())
     }
 
+    /// A scenario from an algorithm, a link rate, when to stop, and one flow group per
+    /// inline TOML table body (`name="voip", count=10, size={kind="fixed",len=200}, ...`),
+    /// as `pspat sim --flow` gives them. Without `packets` and `duration_ms`, it stops
+    /// after 100 000 packets.
+    pub fn from_flows(
+        alg: &str,
+        rate_bps: f64,
+        packets: Option<u64>,
+        duration_ms: Option<f64>,
+        flows: &[String],
+    ) -> Result<Self, SimError> {
+        let bad = |m: String| SimError::Scenario(m);
+        let mut t = toml::Table::new();
+        t.insert("alg".into(), toml::Value::String(alg.to_owned()));
+        t.insert("rate_bps".into(), toml::Value::Float(rate_bps));
+        let packets = match (packets, duration_ms) {
+            (None, None) => Some(100_000),
+            (p, _) => p,
+        };
+        if let Some(p) = packets {
+            let p = i64::try_from(p).map_err(|_| bad(format!("packets {p} is too large")))?;
+            t.insert("packets".into(), toml::Value::Integer(p));
+        }
+        if let Some(d) = duration_ms {
+            t.insert("duration_ms".into(), toml::Value::Float(d));
+        }
+        let mut groups = Vec::new();
+        for body in flows {
+            let not_a_table = || bad(format!("flow '{body}' is not an inline TOML table body"));
+            let mut x: toml::Table =
+                toml::from_str(&format!("x = {{ {body} }}")).map_err(|_| not_a_table())?;
+            match x.remove("x") {
+                Some(v @ toml::Value::Table(_)) => groups.push(v),
+                _ => return Err(not_a_table()),
+            }
+        }
+        t.insert("flows".into(), toml::Value::Array(groups));
+        let text = toml::to_string(&t).map_err(|e| bad(format!("flows: {e}")))?;
+        Self::from_toml(&text, "--flow")
+    }
+
     /// Checks every field and loads the empirical size files.
     pub fn validate(&mut self) -> Result<(), SimError> {
         let bad = |m: String| Err(SimError::Scenario(m));
@@ -260,6 +301,23 @@ mod tests {
         size = { kind = "fixed", len = 1500 }
         arrival = { kind = "backlogged" }
     "#;
+
+    #[test]
+    fn flags_make_a_scenario() {
+        let flow =
+            r#"name="a", weight=3, size={kind="fixed",len=1500}, arrival={kind="backlogged"}"#;
+        let s = Scenario::from_flows("drr", 1e9, None, None, &[flow.to_owned()]).unwrap();
+        assert_eq!(
+            (s.alg.as_str(), s.rate_bps, s.packets),
+            ("drr", 1e9, Some(100_000))
+        );
+        assert_eq!((s.flows.len(), s.flows[0].weight), (1, 3));
+        let s = Scenario::from_flows("qfq", 1e6, None, Some(2.0), &[flow.to_owned()]).unwrap();
+        assert_eq!((s.packets, s.duration_ms), (None, Some(2.0)));
+        let e = Scenario::from_flows("qfq", 1e9, None, None, &["x=".to_owned()]).unwrap_err();
+        assert!(e.to_string().contains("'x='"), "{e}");
+        assert!(Scenario::from_flows("nope", 1e9, None, None, &[flow.to_owned()]).is_err());
+    }
 
     #[test]
     fn a_valid_scenario_parses() {

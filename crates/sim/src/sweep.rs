@@ -558,6 +558,42 @@ pub fn bench_bound(run: &serde_json::Value, idx: Option<usize>, alg: &str) -> Op
     Some(ns / b.service_time_ns())
 }
 
+/// Whether a TOML file is a sweep (it lists `algs`) rather than one scenario.
+pub fn is_sweep(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("algs"))
+}
+
+/// For `bench-wfi` sweeps whose metric is a class's T-WFI in service times: the analytic
+/// T-WFI bound ([`bench_bound`]) of each algorithm that has one, per cell, in the same
+/// unit, one series per algorithm (labelled `ALG bound`, drawn dashed beside it).
+pub fn bounds(report: &SweepReport) -> Vec<Series> {
+    let idx = if report.metric == "maxw:t_wfi_service_times" {
+        None
+    } else {
+        match report
+            .metric
+            .strip_prefix("class:")
+            .and_then(|m| m.strip_suffix(":t_wfi_service_times"))
+            .and_then(|i| i.parse::<usize>().ok())
+        {
+            Some(i) => Some(i),
+            None => return Vec::new(),
+        }
+    };
+    let mut out: Vec<Series> = Vec::new();
+    for (cell, run) in report.cells.iter().zip(&report.runs) {
+        let Some(b) = bench_bound(run, idx, &cell.alg) else {
+            continue;
+        };
+        let label = format!("{} bound", cell.alg);
+        match out.iter_mut().find(|s| s.label == label) {
+            Some(s) => s.points.push((cell.x, b)),
+            None => out.push(Series::new(label, vec![(cell.x, b)])),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,9 +20,9 @@
 //! - byte-size prefixes `K`, `M`, `G` are powers of 1024, as dummynet's `queue 100KBytes`;
 //!   the unit is `B`, `Byte(s)` or none;
 //! - duration units are `ns`, `us`, `ms` and `s`;
-//! - a number may have a decimal fraction (`1.5Mbit/s`, `0.5`) when the result is a whole
-//!   number of the base unit (bit/s, byte, ns); anything else, a sign, and any overflow of
-//!   `u64` are refused. Packet rates are the exception: they are `f64` and may be
+//! - a number may have a decimal fraction and an exponent (`1.5Mbit/s`, `0.5`, `10e9`) when
+//!   the result is a whole number of the base unit (bit/s, byte, ns); anything else, a
+//!   sign, and any overflow of `u64` are refused. Packet rates are the exception: they are `f64` and may be
 //!   fractional (`0.5` packets per second).
 //!
 //! Range checks belong to the caller (a link rate of 0 may mean "unlimited" to one option
@@ -61,13 +61,14 @@ fn err<T>(msg: String) -> Result<T> {
     Err(UnitError(msg))
 }
 
-/// Splits `s` into its leading number (digits with an optional `.fraction`) as a mantissa
-/// and a decimal scale (`1.5` -> (15, 1)), and the rest.
-fn split_number(s: &str) -> std::result::Result<(u128, u32, &str), String> {
+/// Splits `s` into its leading number (digits with an optional `.fraction` and an optional
+/// exponent `e3`, `E-6`) as a mantissa and a decimal scale (`1.5` -> (15, 1), `2e3` ->
+/// (2, -3)), and the rest.
+fn split_number(s: &str) -> std::result::Result<(u128, i32, &str), String> {
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
-    let (num, rest) = s.split_at(end);
+    let (num, mut rest) = s.split_at(end);
     if num.is_empty() || !num.starts_with(|c: char| c.is_ascii_digit()) {
         return Err("expected a number".into());
     }
@@ -79,19 +80,47 @@ fn split_number(s: &str) -> std::result::Result<(u128, u32, &str), String> {
     for c in int.chars().chain(frac.chars()) {
         mantissa = mantissa * 10 + u128::from(c as u8 - b'0');
     }
-    Ok((mantissa, frac.len() as u32, rest))
+    let mut scale = frac.len() as i32;
+    // An exponent: `e`/`E`, an optional sign, digits (`1e9`, `2.5E-3`). A unit never starts
+    // with a digit after an `e`, so this cannot take a unit's first letter.
+    if let Some(exp) = rest.strip_prefix(['e', 'E']) {
+        let (neg, digits) = match exp.strip_prefix('-') {
+            Some(d) => (true, d),
+            None => (false, exp.strip_prefix('+').unwrap_or(exp)),
+        };
+        let n = digits
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(digits.len());
+        if n > 0 {
+            let e: i32 = match digits[..n].parse() {
+                Ok(e) if e <= 30 => e,
+                _ => return Err(format!("exponent of '{s}' is too large")),
+            };
+            scale += if neg { e } else { -e };
+            rest = &digits[n..];
+        }
+    }
+    Ok((mantissa, scale, rest))
 }
 
 /// `mantissa / 10^scale * mult`, when it is a whole number that fits a `u64`.
-fn scale(mantissa: u128, scale: u32, mult: u128, what: &str) -> Result<u64> {
-    let div = 10u128.pow(scale);
-    let Some(v) = mantissa.checked_mul(mult) else {
-        return err(format!("{what} too large"));
-    };
-    if v % div != 0 {
-        return err(format!("{what} is not a whole number of its base unit"));
+fn scale(mantissa: u128, scale: i32, mult: u128, what: &str) -> Result<u64> {
+    let too_large = || UnitError(format!("{what} too large"));
+    let mut v = mantissa.checked_mul(mult).ok_or_else(too_large)?;
+    if scale < 0 {
+        v = v
+            .checked_mul(10u128.pow(scale.unsigned_abs()))
+            .ok_or_else(too_large)?;
+    } else {
+        let div = 10u128
+            .checked_pow(scale.unsigned_abs())
+            .ok_or_else(|| UnitError(format!("{what} is not a whole number of its base unit")))?;
+        if v % div != 0 {
+            return err(format!("{what} is not a whole number of its base unit"));
+        }
+        v /= div;
     }
-    u64::try_from(v / div).or_else(|_| err(format!("{what} too large")))
+    u64::try_from(v).map_err(|_| too_large())
 }
 
 /// A decimal (power of 1000) prefix at the start of `rest`, and what follows it.
@@ -160,7 +189,7 @@ pub fn parse_packet_rate(s: &str) -> Result<f64> {
              10pkt/s)"
         ));
     }
-    Ok(m as f64 / 10f64.powi(sc as i32) * mult as f64)
+    Ok(m as f64 / 10f64.powi(sc) * mult as f64)
 }
 
 /// A byte size's prefix multiplier and whether a unit was written at all.
@@ -300,6 +329,10 @@ mod tests {
         assert_eq!(parse_bandwidth("10G"), Ok(10_000_000_000));
         assert_eq!(parse_bandwidth("1.5Mbit/s"), Ok(1_500_000));
         assert_eq!(parse_bandwidth("1.5G"), Ok(1_500_000_000));
+        assert_eq!(parse_bandwidth("10e9"), Ok(10_000_000_000));
+        assert_eq!(parse_bandwidth("2.5E6bit/s"), Ok(2_500_000));
+        assert_eq!(parse_duration_ns("1.5e-3s"), Ok(1_500_000));
+        assert_eq!(parse_packet_rate("1e3"), Ok(1000.0));
         assert_eq!(parse_bandwidth("64000"), Ok(64_000));
         assert_eq!(parse_bandwidth("100Mbps"), Ok(100_000_000));
         assert_eq!(parse_bandwidth("unlimited"), Ok(0));
@@ -322,6 +355,18 @@ mod tests {
         assert!(e.contains("unit") && e.contains("10h"), "{e}");
         assert!(parse_duration_ns("-1s").is_err());
         assert!(parse_duration_ns("0.1ns").is_err());
+        assert!(parse_duration_ns("1e-10s")
+            .unwrap_err()
+            .to_string()
+            .contains("whole"));
+        assert!(parse_bandwidth("1e99")
+            .unwrap_err()
+            .to_string()
+            .contains("exponent"));
+        assert!(parse_bandwidth("1e30T")
+            .unwrap_err()
+            .to_string()
+            .contains("too large"));
         let e = msg(parse_bytes("10KiB"));
         assert!(e.contains("unit") && e.contains("10KiB"), "{e}");
         let e = msg(parse_packet_rate("10 pps"));
