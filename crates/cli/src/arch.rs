@@ -18,7 +18,8 @@ use pspat_io::Backend;
 use pspat_sched::registry::Params;
 use pspat_units::{parse_bandwidth, parse_duration};
 
-use crate::{emit, table, Usage};
+use crate::{emit, Usage};
+use pspat_plot::table;
 
 #[derive(Args, Debug)]
 pub struct ArchArgs {

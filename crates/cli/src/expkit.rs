@@ -16,7 +16,8 @@ use pspat_io::cpu::CpuList;
 use pspat_units::{parse_bandwidth, parse_bytes, parse_duration, parse_packet_rate};
 use serde::Serialize;
 
-use crate::{emit, table, Usage};
+use crate::{emit, Usage};
+use pspat_plot::table;
 
 #[derive(Args, Debug)]
 pub struct GenArgs {

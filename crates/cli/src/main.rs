@@ -13,17 +13,16 @@ mod expkit;
 mod run;
 mod shape;
 mod sim;
-mod table;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pspat_harness::guarantee::{self, WfiSpec};
-use pspat_harness::{number, run as harness, BenchReport, BenchSpec, Num, Pattern};
+use pspat_harness::{number, run as harness, BenchSpec, Num, Pattern};
+use pspat_plot::table;
 use pspat_sched::registry::{algorithms, Params};
-use serde::Serialize;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -215,8 +214,8 @@ struct WfiArgs {
     /// wire is idle; the papers' Q is (txq + 1) maximum-size packets).
     #[arg(long, value_name = "PKTS", default_value = "0", value_parser = number::parse_abs)]
     txq: u64,
-    /// Link rate, bit/s (e.g. 1000M, 10000M).
-    #[arg(long, value_name = "BPS", default_value = "1000M", value_parser = number::parse_abs)]
+    /// Link rate (e.g. 1G, 10G, 1000M; a bare number is bit/s).
+    #[arg(long, value_name = "BPS", default_value = "1G", value_parser = pspat_units::parse_bandwidth)]
     rate: u64,
     /// Arrival rate of a fill phase, times the link rate (above 1; inf: all at once).
     #[arg(long, value_name = "X", default_value = "2")]
@@ -513,55 +512,21 @@ fn dash_if_empty(s: String) -> String {
     }
 }
 
-/// The flowset `pspat bench table` runs.
-const RUN_FLOWSETS: &str = "1::512,8::64";
-
-#[derive(Serialize)]
-struct RunOutput<'a> {
-    flowsets: &'static str,
-    qmin: String,
-    qmax: String,
-    pattern: &'static str,
-    loops: u64,
-    results: &'a [BenchReport],
-}
-
 fn bench_table(a: &TableArgs) -> Result<()> {
-    let (qmin, qmax) = (Num::PerFlow(4), Num::PerFlow(30));
+    use pspat_harness::every::{every, FLOWSETS, QMAX, QMIN};
     if !a.json {
         emit(&format!(
-            "scenario: -flowsets {RUN_FLOWSETS} -qmin {qmin} -qmax {qmax} -n {}, smooth \
+            "scenario: -flowsets {FLOWSETS} -qmin {QMIN} -qmax {QMAX} -n {}, smooth \
              arrivals; ns/pair = wall time per enqueue+dequeue, packet generation included",
             a.loops
         ))?;
     }
-    let names = std::iter::once("none").chain(algorithms().iter().map(|i| i.name));
-    let mut reports = Vec::new();
-    for name in names {
-        let spec = BenchSpec {
-            alg: name.to_owned(),
-            loops: a.loops,
-            qmin,
-            qmax,
-            flowsets: Some(RUN_FLOWSETS.to_owned()),
-            ..BenchSpec::default()
-        };
-        let r = harness::run(&spec).with_context(|| format!("benchmarking '{name}'"))?;
-        r.check()?;
-        reports.push(r);
-    }
+    let report = every(a.loops)?;
     if a.json {
-        let out = RunOutput {
-            flowsets: RUN_FLOWSETS,
-            qmin: qmin.to_string(),
-            qmax: qmax.to_string(),
-            pattern: Pattern::Smooth.name(),
-            loops: a.loops,
-            results: &reports,
-        };
-        return emit(&serde_json::to_string(&out)?);
+        return emit(&serde_json::to_string(&report)?);
     }
-    let rows: Vec<Vec<String>> = reports
+    let rows: Vec<Vec<String>> = report
+        .results
         .iter()
         .map(|r| {
             vec![

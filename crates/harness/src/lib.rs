@@ -48,6 +48,8 @@
 //! - [`target`]: a registered scheduler or the `none` baseline;
 //! - [`run`]: the loop; [`report`]: its results;
 //! - [`slots`]: tables the loop indexes without bounds checks (and without `unsafe`);
+//! - [`every`]: `pspat bench table`, every registered algorithm through the loop on one
+//!   flowset;
 //! - [`guarantee`]: `pspat bench wfi`, service guarantees (T-WFI, B-WFI) of a flowset on the
 //!   exact virtual link against GPS, with timed fill/drain arrivals;
 //! - [`limit`]: an algorithm's single-thread enqueue+dequeue rate (the ceiling `bench arch`
@@ -61,6 +63,7 @@
 pub mod arch;
 pub mod controller;
 pub mod error;
+pub mod every;
 pub mod flowset;
 pub mod guarantee;
 pub mod limit;

@@ -1,6 +1,7 @@
 //! # pspat-plot
 //!
-//! pspat's one plot module: SVG line charts and grouped bar charts, drawn with `plotters`
+//! pspat's one plot module: SVG line charts and grouped bar charts (and the aligned text
+//! tables the same results print as on a terminal), drawn with `plotters`
 //! (SVG backend only). The simulator's figures (`pspat sim --plots`, the sweeps of
 //! `scenarios/`), the shaper experiment kit's (`pspat experiment plot`) and `pspat bench
 //! arch --plot` are all drawn here, so they share one look, one rule for axes and ticks
@@ -11,7 +12,8 @@
 //!   `1 2 4 8`), non-positive values on log axes left out or drawn at the floor, dashed
 //!   reference series, markers, the legend's place;
 //! - [`Figure`]: several such panels stacked in one SVG;
-//! - [`bar_chart`]: grouped bars, one group per category.
+//! - [`bar_chart`]: grouped bars, one group per category;
+//! - [`table`]: the same results as aligned plain-text tables, for terminals.
 //!
 //! Errors ([`PlotError`]) name the file.
 
@@ -25,6 +27,7 @@ mod error;
 mod line;
 mod series;
 mod svg;
+pub mod table;
 
 pub use axis::{NonPositive, Scale};
 pub use bar::{bar_chart, BarChart};

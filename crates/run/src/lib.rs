@@ -37,7 +37,6 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod snapshot;
-mod table;
 
 pub use error::{RunError, ScenarioError};
 pub use keys::TenantAddrs;

@@ -5,7 +5,7 @@ use pspat_units::HumanRate;
 
 use crate::scenario::Scenario;
 use crate::snapshot::{us, Snapshot};
-use crate::table;
+use pspat_plot::table;
 
 /// The table of `sc`'s tenants between `prev` and `now` (snapshots of one run, `prev`
 /// first): weight, weighted fair target and rate (bit/s), rate against target, kpps,

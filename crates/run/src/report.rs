@@ -15,7 +15,7 @@ use pspat_units::HumanRate;
 
 use crate::scenario::Scenario;
 use crate::snapshot::{us, TenantCounts};
-use crate::table;
+use pspat_plot::table;
 
 /// What a run did.
 #[derive(Clone, Debug)]

@@ -1,4 +1,5 @@
-//! Plain-text tables with aligned columns (the live table and the final account).
+//! Plain-text tables with aligned columns: how results print on a terminal (`pspat run`'s
+//! live table and account, the benchmarks' and the experiment kit's tables).
 
 /// Renders `rows` under `headers`, columns separated by two spaces; columns listed in
 /// `right` are right-aligned (numbers).
