@@ -97,17 +97,16 @@ impl fmt::Display for SizeDist {
 
 impl FromStr for SizeDist {
     type Err = String;
-    /// `1500`, `64-1500`, `imix` or `tso`.
+    /// `1500`, `64-1500`, `imix` or `tso`; sizes as `pspat_units::parse_bytes` reads them
+    /// (`1500`, `1500B`, `9KB`).
     fn from_str(s: &str) -> Result<Self, String> {
         let num = |t: &str| -> Result<u32, String> {
-            let n: u32 = t
-                .trim()
-                .parse()
-                .map_err(|_| format!("packet size `{t}` is not a number of bytes"))?;
+            let n = pspat_units::parse_bytes(t.trim())
+                .map_err(|e| format!("packet size `{t}`: {e}"))?;
             if n == 0 || n > 65_535 {
                 return Err(format!("packet size {n} must be 1..=65535 bytes"));
             }
-            Ok(n)
+            Ok(n as u32)
         };
         match s.trim() {
             "imix" => Ok(SizeDist::Imix),
@@ -445,6 +444,7 @@ mod tests {
             "64-1500".parse(),
             Ok(SizeDist::Uniform { min: 64, max: 1500 })
         );
+        assert_eq!("9KB".parse(), Ok(SizeDist::Fixed(9216)));
         assert_eq!("imix".parse(), Ok(SizeDist::Imix));
         assert!("0".parse::<SizeDist>().unwrap_err().contains("1..=65535"));
         assert!("abc".parse::<SizeDist>().unwrap_err().contains("`abc`"));
