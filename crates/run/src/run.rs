@@ -25,16 +25,42 @@ use crate::snapshot::{latency_of, Snapshot, TenantCounts};
 /// Engine threads whose CPU use the account reports (by name prefix).
 const ENGINE_THREADS: &[&str] = &["pspat-"];
 
+/// The clients' threads and the flag that stops them. Dropping it stops and joins them, so
+/// a [`Run`] dropped without [`Run::stop`] (an early `?` in the caller) leaves no thread
+/// behind: a client whose packets the rules all deny never sees the engine stop.
+struct Clients {
+    threads: Vec<JoinHandle<SourceStats>>,
+    /// ORDERING: Relaxed both ways; the threads' results come back through `join`, which
+    /// synchronises.
+    stop: Arc<AtomicBool>,
+}
+
+impl Clients {
+    /// Stops and joins every thread; what each source did (default for a panicked one).
+    fn stop(&mut self) -> Vec<SourceStats> {
+        // ORDERING: Relaxed, see the field.
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads
+            .drain(..)
+            .map(|t| t.join().unwrap_or_default())
+            .collect()
+    }
+}
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// A running scenario.
 pub struct Run {
+    /// Before `engine`: dropped (stopped) first.
+    clients: Clients,
     scenario: Scenario,
     engine: Engine,
     /// The tenant of each client.
     tenant_of: Vec<usize>,
-    clients: Vec<JoinHandle<SourceStats>>,
-    /// Tells the client threads to stop. ORDERING: Relaxed both ways; the threads' results
-    /// come back through `join`, which synchronises.
-    stop: Arc<AtomicBool>,
     started: Instant,
     first: EngineSnapshot,
     /// CPU seconds of the engine threads at the start.
@@ -52,11 +78,13 @@ impl Run {
         let tenant_of: Vec<usize> = specs.iter().map(|(t, _)| *t).collect();
         let (engine, clients) =
             Engine::start(&cfg, Arc::from(backend)).map_err(RunError::Engine)?;
-        let stop = Arc::new(AtomicBool::new(false));
         let keyed = sc.dummynet.is_some();
-        let mut threads = Vec::with_capacity(clients.len());
+        let mut threads = Clients {
+            threads: Vec::with_capacity(clients.len()),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
         for (i, (mut c, (t, spec))) in clients.into_iter().zip(specs).enumerate() {
-            let stop_flag = Arc::clone(&stop);
+            let stop_flag = Arc::clone(&threads.stop);
             // Client k of its tenant: the k-th address of the tenant's source prefix.
             let k = tenant_of[..i].iter().filter(|x| **x == t).count() as u32;
             let addrs = sc.tenants[t].addrs.clone();
@@ -72,13 +100,9 @@ impl Run {
                     }
                 });
             match spawned {
-                Ok(h) => threads.push(h),
+                Ok(h) => threads.threads.push(h),
                 Err(e) => {
-                    // ORDERING: Relaxed, as every store of `stop`.
-                    stop.store(true, Ordering::Relaxed);
-                    for h in threads {
-                        let _ = h.join();
-                    }
+                    threads.stop();
                     engine.stop(false);
                     return Err(RunError::Threads(e));
                 }
@@ -92,7 +116,6 @@ impl Run {
             engine,
             tenant_of,
             clients: threads,
-            stop,
             started,
             first,
             cpu0,
@@ -151,14 +174,8 @@ impl Run {
 
     /// Stops the clients, then the engine (what is queued stays queued), and gives the
     /// account; `interrupted` says it stopped before its duration.
-    pub fn stop(self, interrupted: bool) -> RunReport {
-        // ORDERING: Relaxed; the clients' results come back through `join`.
-        self.stop.store(true, Ordering::Relaxed);
-        let sources: Vec<SourceStats> = self
-            .clients
-            .into_iter()
-            .map(|t| t.join().unwrap_or_default())
-            .collect();
+    pub fn stop(mut self, interrupted: bool) -> RunReport {
+        let sources = self.clients.stop();
         let elapsed = self.started.elapsed();
         let cpu1 = pspat_io::cpu::threads_cpu_s(ENGINE_THREADS);
         let cpu = cpu1
