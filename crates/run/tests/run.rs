@@ -47,6 +47,21 @@ fn a_short_run_with_the_null_backend_accounts_for_every_packet() {
         );
         assert!(c.sent > 0, "{}: {c:?}", t.name);
     }
+    // What is left is what the engine still held when it stopped: in the scheduler
+    // (aggregation members included), in a stash, or not yet drained from a mailbox.
+    let sched = r.engine.sched.as_ref().unwrap();
+    let in_mailboxes: u64 = r
+        .engine
+        .snapshot
+        .clients
+        .iter()
+        .map(|c| c.submitted - c.enqueued - c.dropped_total())
+        .sum();
+    assert_eq!(
+        tenants.iter().map(|c| c.left()).sum::<u64>(),
+        sched.backlog.pkts + sched.members_left + u64::from(sched.stashed) + in_mailboxes,
+        "{sched:?}"
+    );
     // The victim's latency is tracked, the others' is not.
     assert!(r.latencies[3].as_ref().is_some_and(|h| h.len() > 100));
     assert!(r.latencies[0].is_none());
