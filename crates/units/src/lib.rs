@@ -20,6 +20,8 @@
 //! - byte-size prefixes `K`, `M`, `G` are powers of 1024, as dummynet's `queue 100KBytes`;
 //!   the unit is `B`, `Byte(s)` or none;
 //! - duration units are `ns`, `us`, `ms` and `s`;
+//! - spaces around the text and between the number and its unit are allowed (`10 G`,
+//!   ` 5 s`);
 //! - a number may have a decimal fraction and an exponent (`1.5Mbit/s`, `0.5`, `10e9`) when
 //!   the result is a whole number of the base unit (bit/s, byte, ns); anything else, a
 //!   sign, and any overflow of `u64` are refused. Packet rates are the exception: they are `f64` and may be
@@ -65,6 +67,7 @@ fn err<T>(msg: String) -> Result<T> {
 /// exponent `e3`, `E-6`) as a mantissa and a decimal scale (`1.5` -> (15, 1), `2e3` ->
 /// (2, -3)), and the rest.
 fn split_number(s: &str) -> std::result::Result<(u128, i32, &str), String> {
+    let s = s.trim();
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
@@ -100,7 +103,7 @@ fn split_number(s: &str) -> std::result::Result<(u128, i32, &str), String> {
             rest = &digits[n..];
         }
     }
-    Ok((mantissa, scale, rest))
+    Ok((mantissa, scale, rest.trim_start()))
 }
 
 /// `mantissa / 10^scale * mult`, when it is a whole number that fits a `u64`.
@@ -137,7 +140,7 @@ fn decimal_prefix(rest: &str) -> (u128, &str) {
 /// Parses a bandwidth into bits per second (`4Mbit/s`, `100Kbit/s`, `1Gbit/s`, `64000`,
 /// `10M`, `2MByte/s`, `unlimited` = 0).
 pub fn parse_bandwidth(s: &str) -> Result<u64> {
-    if s.eq_ignore_ascii_case("unlimited") {
+    if s.trim().eq_ignore_ascii_case("unlimited") {
         return Ok(0);
     }
     let (m, sc, rest) =
@@ -335,6 +338,9 @@ mod tests {
         assert_eq!(parse_packet_rate("1e3"), Ok(1000.0));
         assert_eq!(parse_bandwidth("64000"), Ok(64_000));
         assert_eq!(parse_bandwidth("100Mbps"), Ok(100_000_000));
+        assert_eq!(parse_bandwidth(" 10 Gbit/s "), Ok(10_000_000_000));
+        assert_eq!(parse_duration_ns("5 s"), Ok(5_000_000_000));
+        assert_eq!(parse_size("64 KB"), Ok((65_536, true)));
         assert_eq!(parse_bandwidth("unlimited"), Ok(0));
         assert_eq!(parse_bandwidth("0"), Ok(0));
     }
@@ -369,8 +375,8 @@ mod tests {
             .contains("too large"));
         let e = msg(parse_bytes("10KiB"));
         assert!(e.contains("unit") && e.contains("10KiB"), "{e}");
-        let e = msg(parse_packet_rate("10 pps"));
-        assert!(e.contains("unit") && e.contains("10 pps"), "{e}");
+        let e = msg(parse_packet_rate("10ppm"));
+        assert!(e.contains("unit") && e.contains("10ppm"), "{e}");
         assert!(parse_packet_rate("many").is_err());
     }
 
