@@ -147,7 +147,7 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         let now = run.snapshot();
         let t = live::table(&sc, &prev, &now);
         if tty {
-            // Redraw in place: cursor up over the previous table.
+            // Redraw in place: clear the screen, home the cursor.
             print!("\x1b[2J\x1b[H");
             emit(&format!("pspat run: {sc}"))?;
         }

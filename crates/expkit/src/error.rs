@@ -253,14 +253,9 @@ pub enum AnalysisError {
         /// Why.
         source: io::Error,
     },
-    /// A plot could not be drawn or written.
-    #[error("plotting {}", .path.display())]
-    Plot {
-        /// The SVG file.
-        path: PathBuf,
-        /// Why.
-        source: PlotError,
-    },
+    /// A plot could not be drawn or written (the error names the file).
+    #[error(transparent)]
+    Plot(#[from] PlotError),
 }
 
 impl AnalysisError {

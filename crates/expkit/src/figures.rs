@@ -98,10 +98,7 @@ pub fn plot(points: &[Point], outdir: &Path) -> Result<Vec<PathBuf>, AnalysisErr
         ];
         for (name, caption, ylabel, data, log) in figures {
             let path = outdir.join(format!("{set}-{name}.svg"));
-            draw(&path, &caption, ylabel, &data, log).map_err(|source| AnalysisError::Plot {
-                path: path.clone(),
-                source,
-            })?;
+            draw(&path, &caption, ylabel, &data, log)?;
             written.push(path);
         }
     }

@@ -34,10 +34,11 @@ pub enum ScenarioError {
     /// A value is out of range or does not parse; the message names the field.
     #[error("{0}")]
     Invalid(String),
-    /// The dummynet-style configuration was refused.
-    #[error("dummynet")]
+    /// The dummynet-style configuration was refused (the error names the file, and the
+    /// line for a syntax error).
+    #[error(transparent)]
     Dummynet {
-        /// Why (names the file, and the line for a syntax error).
+        /// Why.
         source: ConfigError,
     },
     /// Where `source` happened: a file, a tenant.

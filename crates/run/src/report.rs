@@ -1,7 +1,7 @@
 //! The final account of a run ([`crate::Run::stop`]): every submitted packet sent, dropped
 //! with a reason, or still queued, per tenant; the arbiter's counters; the CPU use of the
 //! engine's threads; backend errors and configuration reloads. As text ([`RunReport::text`])
-//! and as one JSON object ([`RunReport::json`]; the README lists its keys).
+//! and as one JSON object ([`RunReport::json`]).
 
 use std::time::Duration;
 

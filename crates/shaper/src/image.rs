@@ -2,8 +2,9 @@
 //! on the wire, an 802.1Q tag the kernel removed put back, behind its virtio-net header
 //! when the sockets carry one; without the header, a checksum the sender left partial is
 //! finished here (`pspat_io::afpacket::csum`). The receiving threads and the reverse path
-//! both build frames this way; when nothing changes, the image is the ring's own bytes,
-//! not a copy.
+//! both build frames this way. When nothing changes, [`image`] gives the ring's own bytes,
+//! so a receiving thread copies each frame once, into its pool slot; the reverse path
+//! writes the image straight into its send batch ([`write_image`]).
 
 use pspat_io::afpacket::csum;
 use pspat_io::afpacket::vnet::VNET_HDR_LEN;

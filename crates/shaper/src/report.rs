@@ -252,7 +252,7 @@ mod tests {
     }
 
     #[test]
-    fn the_account_adds_up_and_reads_as_it_always_did() {
+    fn the_account_adds_up_and_reads_as_documented() {
         let r = report();
         // 100 received = 80 sent + 2 failed + 3 filtered + 1 mailbox + 4 pool + 5 queued
         // + 1 in mailboxes + 4 missing.

@@ -494,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn raised_max_len_and_checksum_modes_print_as_the_binary_always_did() {
+    fn raised_max_len_and_checksum_modes_print_their_notices() {
         let r = MaxLenRaised {
             flowset: 2,
             from: 1500,
