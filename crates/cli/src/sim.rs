@@ -76,23 +76,11 @@ pub fn main(a: SimArgs) -> Result<()> {
         }
     }
     let mut sc = scenario(&a)?;
-    if let Some(alg) = &a.alg {
-        sc.alg = alg.clone();
-    }
     if let Some(t) = a.txq {
         sc.txq = t;
     }
     if let Some(s) = a.seed {
         sc.seed = s;
-    }
-    if let Some(n) = a.packets {
-        sc.packets = Some(n);
-    }
-    if let Some(d) = a.duration_ms {
-        sc.duration_ms = Some(d);
-    }
-    if let Some(r) = a.rate {
-        sc.rate_bps = r as f64;
     }
     if a.no_wfi {
         sc.wfi = false;
@@ -138,7 +126,22 @@ fn scenario(a: &SimArgs) -> Result<Scenario> {
         if !a.flows.is_empty() {
             bail!(crate::Usage("--flow is for scenarios without FILE".into()));
         }
-        return Ok(Scenario::from_file(path)?);
+        // The flags override the file's algorithm, rate and end (a flags-only scenario
+        // is built from them below).
+        let mut sc = Scenario::from_file(path)?;
+        if let Some(alg) = &a.alg {
+            sc.alg = alg.clone();
+        }
+        if let Some(r) = a.rate {
+            sc.rate_bps = r as f64;
+        }
+        if let Some(n) = a.packets {
+            sc.packets = Some(n);
+        }
+        if let Some(d) = a.duration_ms {
+            sc.duration_ms = Some(d);
+        }
+        return Ok(sc);
     }
     if a.flows.is_empty() {
         bail!(crate::Usage(

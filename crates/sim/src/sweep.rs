@@ -599,6 +599,53 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sweeps_are_told_from_scenarios() {
+        assert!(is_sweep("algs = [\"qfq\"]\n"));
+        assert!(!is_sweep("alg = \"qfq\"\n"));
+        assert!(!is_sweep("not toml ["));
+    }
+
+    #[test]
+    fn bounds_follow_the_metric_and_the_algorithms_that_have_one() {
+        let run = serde_json::json!({
+            "txq": 0, "rate_bps": 1e9,
+            "classes": [
+                {"phi": 0.25, "weight": 1, "len": 1500, "flows": 1},
+                {"phi": 0.75, "weight": 3, "len": 1500, "flows": 1},
+            ],
+        });
+        let report = |metric: &str, algs: &[&str]| SweepReport {
+            metric: metric.into(),
+            cells: algs
+                .iter()
+                .enumerate()
+                .map(|(i, a)| Cell {
+                    alg: (*a).into(),
+                    label: String::new(),
+                    x: i as f64,
+                    y: 0.0,
+                })
+                .collect(),
+            runs: algs.iter().map(|_| run.clone()).collect(),
+            title: String::new(),
+            wall_s: 0.0,
+        };
+        let b = bounds(&report(
+            "class:0:t_wfi_service_times",
+            &["qfq", "drr", "fifo", "qfq"],
+        ));
+        let labels: Vec<_> = b.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["qfq bound", "drr bound"], "fifo has no bound");
+        assert_eq!(b[0].points.len(), 2);
+        assert!(b[0].points.iter().all(|p| p.1 > 0.0 && p.1.is_finite()));
+        assert_eq!(
+            bounds(&report("maxw:t_wfi_service_times", &["qfq"])).len(),
+            1
+        );
+        assert!(bounds(&report("class:0:delay_p99", &["qfq"])).is_empty());
+    }
+
+    #[test]
     fn set_path_walks_tables_and_arrays() {
         let mut t: toml::Table =
             toml::from_str("a = 1\n[[flows]]\nname = 'x'\n[[flows]]\nname = 'y'\nb = { n = 1 }")
