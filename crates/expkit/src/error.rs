@@ -8,6 +8,7 @@
 use std::io;
 use std::path::PathBuf;
 
+use pspat_io::cpu::NotAllowed;
 use pspat_io::SendError;
 use pspat_plot::PlotError;
 
@@ -61,13 +62,8 @@ pub enum GenError {
     #[error("--victim-port and --victim-len need a victim: give --victim-rate PPS")]
     NoVictim,
     /// A CPU to pin to that this process may not use.
-    #[error("--cpus: CPU {cpu} is not one this process may use ({allowed:?})")]
-    CpuNotAllowed {
-        /// The CPU asked for.
-        cpu: usize,
-        /// The CPUs this process may use.
-        allowed: Vec<usize>,
-    },
+    #[error("--cpus: {0}")]
+    CpuNotAllowed(NotAllowed),
     /// A sender's socket did not open (`what`: `sender 3`, `the victim`).
     #[error("{what}: opening its socket on port {port}")]
     Open {
@@ -118,7 +114,7 @@ impl GenError {
                 | GenError::VictimPortPastEnd { .. }
                 | GenError::VictimPortTaken { .. }
                 | GenError::NoVictim
-                | GenError::CpuNotAllowed { .. }
+                | GenError::CpuNotAllowed(_)
         )
     }
 }

@@ -182,10 +182,7 @@ impl Generator {
     pub fn open(config: GenConfig) -> Result<Self, GenError> {
         let plans = config.plan()?;
         if let Some(CpuList(cpus)) = &config.cpus {
-            let allowed = cpu::allowed_cpus();
-            if let Some(&cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
-                return Err(GenError::CpuNotAllowed { cpu, allowed });
-            }
+            cpu::check_allowed(cpus).map_err(GenError::CpuNotAllowed)?;
         }
         let mut senders = Vec::with_capacity(plans.len());
         for p in &plans {

@@ -1,7 +1,8 @@
 //! CPU placement of threads (Linux affinity): PSPAT gives the arbiter a CPU of its own;
 //! and the CPU time threads used, by name, from /proc, for reports such as "the arbiter
 //! used 0.4% of a CPU while idle"; and CPU lists as users write them (`0,2,5-7`), the one
-//! parser of them in pspat.
+//! parser of them in pspat, and the one check that CPUs are ones this process may run on
+//! ([`check_allowed`]).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -76,6 +77,31 @@ fn cpu_of_stat(stat: &str) -> Option<f64> {
     let utime: f64 = f.get(11)?.parse().ok()?;
     let stime: f64 = f.get(12)?.parse().ok()?;
     Some((utime + stime) / TICKS_PER_S)
+}
+
+/// Checks that every CPU of `cpus` is one this process may run on (its affinity mask, as
+/// [`allowed_cpus`] reads it), before a thread is pinned to it: the error names the first
+/// that is not, and the allowed ones.
+pub fn check_allowed(cpus: &[usize]) -> Result<(), NotAllowed> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    let allowed = allowed_cpus();
+    match cpus.iter().find(|c| !allowed.contains(c)) {
+        Some(&cpu) => Err(NotAllowed { cpu, allowed }),
+        None => Ok(()),
+    }
+}
+
+/// A CPU outside this process's affinity mask (see [`check_allowed`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("CPU {cpu} is not one this process may run on (allowed: {allowed:?})")]
+pub struct NotAllowed {
+    /// The CPU asked for.
+    pub cpu: usize,
+    /// The CPUs this process may run on, in increasing order (empty if the kernel refused
+    /// to say).
+    pub allowed: Vec<usize>,
 }
 
 /// A list of CPU numbers, in the order written (`0,2,5-7` is 0, 2, 5, 6, 7). Threads take
@@ -218,6 +244,27 @@ mod tests {
         assert!(parse("a").unwrap_err().to_string().contains("'a'"));
         assert!(parse("").is_err());
         assert!(parse("1,,2").is_err());
+    }
+
+    #[test]
+    fn only_cpus_of_the_affinity_mask_are_allowed() {
+        let allowed = allowed_cpus();
+        assert_eq!(check_allowed(&allowed), Ok(()));
+        assert_eq!(check_allowed(&[]), Ok(()));
+        let mut cpus = allowed.clone();
+        cpus.push(100_000);
+        let e = check_allowed(&cpus).unwrap_err();
+        assert_eq!(
+            e,
+            NotAllowed {
+                cpu: 100_000,
+                allowed: allowed.clone()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("CPU 100000 is not one this process may run on (allowed: {allowed:?})")
+        );
     }
 
     #[test]

@@ -109,10 +109,7 @@ impl ShaperConfig {
         if !(1..=64).contains(&self.rx_threads) {
             return Err(ShaperError::RxThreads(self.rx_threads));
         }
-        let allowed = pspat_io::cpu::allowed_cpus();
-        if let Some(&cpu) = self.rx_cpus.iter().find(|c| !allowed.contains(c)) {
-            return Err(ShaperError::RxCpu { cpu, allowed });
-        }
+        pspat_io::cpu::check_allowed(&self.rx_cpus).map_err(ShaperError::RxCpu)?;
         if !self.mailbox.is_power_of_two() || self.mailbox < 64 {
             return Err(ShaperError::Mailbox(self.mailbox));
         }

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use pspat_engine::EngineError;
 use pspat_io::afpacket::AfPacketError;
+use pspat_io::cpu::NotAllowed;
 
 /// Why [`crate::Shaper::start`] or [`crate::Shaper::reconfigure`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -20,13 +21,8 @@ pub enum ShaperError {
     #[error("--rx-threads {0}: expected 1..=64")]
     RxThreads(usize),
     /// A receiving thread's CPU outside this process's affinity mask.
-    #[error("--rx-cpus: CPU {cpu} is not one this process may run on (allowed: {allowed:?})")]
-    RxCpu {
-        /// The CPU asked for.
-        cpu: usize,
-        /// The CPUs this process may run on.
-        allowed: Vec<usize>,
-    },
+    #[error("--rx-cpus: {0}")]
+    RxCpu(NotAllowed),
     /// A mailbox size that is not a power of two of at least 64.
     #[error("--mailbox {0}: expected a power of two, at least 64")]
     Mailbox(usize),
