@@ -174,15 +174,7 @@ impl Shaper {
             None
         };
         drop(probe);
-        let raised = fit_frames(&mut rules, max_frame as u32)
-            .into_iter()
-            .map(|(flowset, from)| MaxLenRaised {
-                flowset,
-                from,
-                to: max_frame as u32,
-                output: config.output.clone(),
-            })
-            .collect();
+        let raised = fit_frames(&mut rules, max_frame as u32, &config.output);
 
         let mut cfg = EngineConfig::new(
             "fifo",
@@ -197,7 +189,7 @@ impl Shaper {
         cfg.dummynet = Some(Arc::new(rules));
         // A slot holds what the output socket sends: the virtio-net header, then the frame.
         let hdr = if vnet { VNET_HDR_LEN } else { 0 };
-        let slots = pool_slots(config.handoff, &cfg);
+        let slots = pool_slots(&cfg);
         let pool = FramePool::new(config.rx_threads, slots, hdr + max_frame.max(64));
         let backend = FrameTx::new(Arc::clone(&pool), &config.output, tx_opts);
         let (engine, clients) =
@@ -205,8 +197,9 @@ impl Shaper {
 
         let mut reloader = Reloader::new(&config.config);
         let frame_max = max_frame as u32;
+        let output = config.output.clone();
         reloader.adjust = Some(Box::new(move |c| {
-            fit_frames(c, frame_max);
+            fit_frames(c, frame_max, &output);
         }));
         // From here on, an early return drops `shaper`, which stops what was started.
         let mut shaper = Shaper {
@@ -333,15 +326,7 @@ impl Shaper {
         &self,
         mut config: pspat_config::Config,
     ) -> Result<Vec<MaxLenRaised>, ShaperError> {
-        let raised = fit_frames(&mut config, self.max_frame)
-            .into_iter()
-            .map(|(flowset, from)| MaxLenRaised {
-                flowset,
-                from,
-                to: self.max_frame,
-                output: self.config.output.clone(),
-            })
-            .collect();
+        let raised = fit_frames(&mut config, self.max_frame, &self.config.output);
         self.engine()
             .reconfigure(Change::Config(Arc::new(config)))
             .map_err(ShaperError::Reconfigure)?;
@@ -430,10 +415,10 @@ impl Drop for Shaper {
     }
 }
 
-/// Frame slots per receiving thread for a hand-off mode: every frame a thread can have in
-/// flight (its mailbox, the transmitter's batch and TX mailbox) has a slot.
-fn pool_slots(handoff: Handoff, cfg: &EngineConfig) -> usize {
-    let behind = match handoff {
+/// Frame slots per receiving thread for the engine's hand-off mode: every frame a thread
+/// can have in flight (its mailbox, the transmitter's batch and TX mailbox) has a slot.
+fn pool_slots(cfg: &EngineConfig) -> usize {
+    let behind = match cfg.handoff {
         Handoff::Arbiter => cfg.tx_batch,
         Handoff::Dispatchers(_) => cfg.tx_mailbox_entries + cfg.tx_batch,
         Handoff::Clients => 2 * cfg.mailbox_entries + cfg.tx_batch,
@@ -441,13 +426,22 @@ fn pool_slots(handoff: Handoff, cfg: &EngineConfig) -> usize {
     cfg.mailbox_entries + behind + 1
 }
 
-/// Raises every flowset's max-len below `max_frame` to it. Returns the flowsets changed
-/// and their old value.
-fn fit_frames(config: &mut pspat_config::Config, max_frame: u32) -> Vec<(u32, u32)> {
+/// Raises every flowset's max-len below `max_frame`, the longest frame `output` sends, to
+/// it. Returns the flowsets changed.
+fn fit_frames(
+    config: &mut pspat_config::Config,
+    max_frame: u32,
+    output: &str,
+) -> Vec<MaxLenRaised> {
     let mut changed = Vec::new();
     for f in config.flowsets.values_mut() {
         if f.max_len < max_frame {
-            changed.push((f.id, f.max_len));
+            changed.push(MaxLenRaised {
+                flowset: f.id,
+                from: f.max_len,
+                to: max_frame,
+                output: output.to_owned(),
+            });
             f.max_len = max_frame;
         }
     }
@@ -469,8 +463,17 @@ mod tests {
         )
         .unwrap();
         let before: Vec<(u32, u32)> = c.flowsets.values().map(|f| (f.id, f.max_len)).collect();
-        let changed = fit_frames(&mut c, 1518);
-        let low: Vec<(u32, u32)> = before.iter().copied().filter(|f| f.1 < 1518).collect();
+        let changed = fit_frames(&mut c, 1518, "eth1");
+        let low: Vec<MaxLenRaised> = before
+            .iter()
+            .filter(|f| f.1 < 1518)
+            .map(|&(flowset, from)| MaxLenRaised {
+                flowset,
+                from,
+                to: 1518,
+                output: "eth1".into(),
+            })
+            .collect();
         assert_eq!(changed, low);
         assert!(!changed.is_empty(), "the default max-len is below 1518");
         for f in c.flowsets.values() {
@@ -478,7 +481,7 @@ mod tests {
             assert_eq!(f.max_len, was.max(1518), "flowset {}", f.id);
         }
         assert!(
-            fit_frames(&mut c, 1518).is_empty(),
+            fit_frames(&mut c, 1518, "eth1").is_empty(),
             "a second pass changes nothing"
         );
     }
@@ -488,9 +491,13 @@ mod tests {
         let mut cfg = EngineConfig::new("fifo", Vec::new(), vec![ClientConfig::default()]);
         cfg.mailbox_entries = 1024;
         let (m, b, t) = (cfg.mailbox_entries, cfg.tx_batch, cfg.tx_mailbox_entries);
-        assert_eq!(pool_slots(Handoff::Arbiter, &cfg), m + b + 1);
-        assert_eq!(pool_slots(Handoff::Dispatchers(2), &cfg), m + t + b + 1);
-        assert_eq!(pool_slots(Handoff::Clients, &cfg), 3 * m + b + 1);
+        let mut slots = |handoff| {
+            cfg.handoff = handoff;
+            pool_slots(&cfg)
+        };
+        assert_eq!(slots(Handoff::Arbiter), m + b + 1);
+        assert_eq!(slots(Handoff::Dispatchers(2)), m + t + b + 1);
+        assert_eq!(slots(Handoff::Clients), 3 * m + b + 1);
     }
 
     #[test]
