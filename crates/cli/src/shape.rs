@@ -106,8 +106,6 @@ impl ShapeArgs {
             config: self.config.clone(),
             rx_threads: self.rx_threads,
             handoff: self.handoff,
-            duration: self.duration,
-            stats_interval: (!self.stats.is_zero()).then_some(self.stats),
             dir: self.dir,
             mailbox: self.mailbox,
             reverse: !self.no_reverse,
@@ -148,13 +146,14 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
         c.config.display()
     );
 
+    let stats_every = (!a.stats.is_zero()).then_some(a.stats);
     let mut prev = shaper.snapshot();
-    let mut next_tick = c.stats_interval;
+    let mut next_tick = stats_every;
     let tty = std::io::stderr().is_terminal();
     loop {
         // ORDERING: Relaxed: pairs with the handler's store.
         if interrupted.load(Ordering::Relaxed)
-            || c.duration.is_some_and(|d| shaper.elapsed() >= d)
+            || a.duration.is_some_and(|d| shaper.elapsed() >= d)
             || shaper.rx_stopped()
         {
             break;
@@ -163,7 +162,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
         if let Some(r) = shaper.poll_reload() {
             eprintln!("pspat shape: {r}");
         }
-        if let (Some(t), Some(every)) = (next_tick, c.stats_interval) {
+        if let (Some(t), Some(every)) = (next_tick, stats_every) {
             if shaper.elapsed() >= t {
                 next_tick = Some(t + every);
                 let now = shaper.snapshot();

@@ -1,5 +1,7 @@
-//! What a shaper is started with: [`ShaperConfig`], every option of `pspat shape`, typed,
-//! and its checks.
+//! What a shaper is started with: [`ShaperConfig`], the options of `pspat shape` the
+//! shaper uses, typed, and its checks. How long to run and how often to show the live view
+//! are the caller's (`--duration`, `--stats`): the shaper never stops by itself and keeps
+//! no timer; the caller compares [`crate::Shaper::elapsed`] with its own.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,13 +27,6 @@ pub struct ShaperConfig {
     pub rx_threads: usize,
     /// Who transmits: the arbiter, dispatchers or the receiving threads (`--handoff`).
     pub handoff: Handoff,
-    /// How long the caller means to run it (`--duration`; `None`: until stopped). The
-    /// shaper never stops by itself: whoever drives it compares this with
-    /// [`crate::Shaper::elapsed`].
-    pub duration: Option<Duration>,
-    /// How often the caller shows the live view ([`crate::live_view`]; `--stats`, where 0
-    /// is `None`: only the final report). The shaper keeps no timer of its own.
-    pub stats_interval: Option<Duration>,
     /// The direction the rules see shaped frames in (`--dir`; `out`, as ipfw's `out xmit`
     /// on the output interface).
     pub dir: Direction,
@@ -72,8 +67,6 @@ impl ShaperConfig {
     /// Default [`ShaperConfig::link_spin`]: the shaper shares its CPUs with the traffic,
     /// so its arbiter sleeps rather than spins.
     pub const DEFAULT_LINK_SPIN: Duration = Duration::from_micros(20);
-    /// Default [`ShaperConfig::stats_interval`].
-    pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(1);
 
     /// Shapes from `input` to `output` with the configuration file `config`, every other
     /// option at its default.
@@ -84,8 +77,6 @@ impl ShaperConfig {
             config: config.into(),
             rx_threads: Self::DEFAULT_RX_THREADS,
             handoff: Handoff::Arbiter,
-            duration: None,
-            stats_interval: Some(Self::DEFAULT_STATS_INTERVAL),
             dir: Direction::Out,
             mailbox: Self::DEFAULT_MAILBOX,
             reverse: true,
