@@ -10,11 +10,15 @@
 //!
 //! [`Generator::open`] checks the settings and opens every socket before any thread
 //! starts, so a bad address or a port in use is reported before anything is sent;
-//! [`Generator::run`] starts the threads together (a barrier), each sends until the
-//! duration is over (see [`crate::sender`] for pacing), and returns the [`GenReport`].
+//! [`Generator::run`] starts the threads together (each waits at a gate until all wait
+//! there; if one cannot start, the gate is cancelled, the others return, and the error is
+//! returned), each sends until the duration is over (see [`crate::sender`] for pacing),
+//! and returns the [`GenReport`].
 
+use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use pspat_io::udp::Udp;
@@ -23,6 +27,7 @@ use pspat_io::{cpu, Backend, Sender};
 use crate::error::GenError;
 use crate::gen_report::GenReport;
 use crate::limits;
+use crate::sender::{send_loop, StartGate};
 use pspat_io::cpu::CpuList;
 
 /// The generator's settings.
@@ -223,20 +228,17 @@ impl Generator {
             plans,
             senders,
         } = self;
-        let barrier = Arc::new(Barrier::new(plans.len()));
-        let mut handles = Vec::with_capacity(plans.len());
-        for (p, s) in plans.into_iter().zip(senders) {
-            let barrier = Arc::clone(&barrier);
-            let duration = config.duration;
-            let h = std::thread::Builder::new()
+        let duration = config.duration;
+        let handles = start_together(plans.into_iter().zip(senders), |(p, s), gate| {
+            std::thread::Builder::new()
                 .name(p.thread_name())
-                .spawn(move || crate::sender::send_loop(&p, s, &barrier, duration))
-                .map_err(GenError::Spawn)?;
-            handles.push(h);
-        }
+                .spawn(move || send_loop(&p, s, &gate, duration))
+        })
+        .map_err(GenError::Spawn)?;
         let mut flows = Vec::with_capacity(handles.len());
         for h in handles {
-            flows.push(h.join().map_err(|_| GenError::Panicked)??);
+            let sent = h.join().map_err(|_| GenError::Panicked)?;
+            flows.push(sent.expect("every thread started: the gate was not cancelled")?);
         }
         Ok(GenReport::new(
             config.dest.to_string(),
@@ -246,9 +248,36 @@ impl Generator {
     }
 }
 
+/// Starts a thread per job with `spawn`, each to wait at the gate it is given until all
+/// wait there, as at a barrier. If one does not start, the gate is cancelled instead: the
+/// started ones return from [`StartGate::wait`] with `false`, are joined, and the error is
+/// returned.
+fn start_together<J, T>(
+    jobs: impl ExactSizeIterator<Item = J>,
+    mut spawn: impl FnMut(J, Arc<StartGate>) -> io::Result<JoinHandle<T>>,
+) -> io::Result<Vec<JoinHandle<T>>> {
+    let gate = Arc::new(StartGate::new(jobs.len()));
+    let mut handles = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        match spawn(job, Arc::clone(&gate)) {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                gate.cancel();
+                for h in handles {
+                    // A panic there is no more than the error already being returned.
+                    let _ = h.join();
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(handles)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
 
     fn config() -> GenConfig {
         GenConfig::new("127.0.0.1:9".parse().unwrap(), Duration::from_secs(1))
@@ -299,5 +328,64 @@ mod tests {
         let mut c = config();
         c.senders = 0;
         assert!(c.plan().unwrap_err().to_string().contains("--senders 0"));
+    }
+
+    /// Spawns a thread that waits at the gate and reports `(job, go)` on `tx`.
+    fn waiter(
+        i: u32,
+        gate: Arc<StartGate>,
+        tx: &mpsc::Sender<(u32, bool)>,
+    ) -> io::Result<JoinHandle<()>> {
+        let tx = tx.clone();
+        std::thread::Builder::new().spawn(move || {
+            let go = gate.wait();
+            tx.send((i, go)).unwrap();
+        })
+    }
+
+    #[test]
+    fn threads_wait_until_all_have_started_then_go_together() {
+        let (tx, rx) = mpsc::channel();
+        let handles = start_together(0..3, |i, gate| {
+            if i == 2 {
+                // The first two have had time to pass a gate that did not hold them.
+                std::thread::sleep(Duration::from_millis(50));
+                assert!(rx.try_recv().is_err(), "a thread went before all waited");
+            }
+            waiter(i, gate, &tx)
+        })
+        .unwrap();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let mut went: Vec<(u32, bool)> = rx.try_iter().collect();
+        went.sort_unstable();
+        assert_eq!(went, [(0, true), (1, true), (2, true)]);
+    }
+
+    #[test]
+    fn a_thread_that_does_not_start_sends_the_started_ones_home() {
+        // In a thread of its own: with the started threads left waiting (a barrier for
+        // all four), joining them would hang; the test fails after 10 s instead.
+        let (done, result) = mpsc::channel();
+        std::thread::spawn(move || {
+            let (tx, rx) = mpsc::channel();
+            let r = start_together(0..4, |i, gate| {
+                if i == 2 {
+                    return Err(io::Error::other("no thread for job 2"));
+                }
+                waiter(i, gate, &tx)
+            });
+            let r = r.map(|h| h.len()).map_err(|e| e.to_string());
+            let mut went: Vec<(u32, bool)> = rx.try_iter().collect();
+            went.sort_unstable();
+            done.send((r, went)).unwrap();
+        });
+        let (r, went) = result
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the started threads returned and were joined");
+        assert_eq!(r, Err("no thread for job 2".to_owned()));
+        // Jobs 0 and 1 had started, were sent home and returned; 3 never started.
+        assert_eq!(went, [(0, false), (1, false)]);
     }
 }

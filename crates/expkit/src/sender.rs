@@ -12,7 +12,7 @@
 //! retried and does not consume a sequence number, so the receiver's gap count measures
 //! loss after the socket only.
 
-use std::sync::Barrier;
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use pspat_io::udp::BATCH;
@@ -25,22 +25,93 @@ use crate::gen_report::SenderReport;
 /// Sleep (rather than spin) when the next paced packet is further away than this.
 const SLEEP_ABOVE_NS: u64 = 200_000;
 
-/// Pins itself, waits for the others, then sends until `duration` is over.
+/// Where the sender threads wait for each other, so that they start sending together: a
+/// barrier for `threads` threads that can be cancelled. (A `Barrier` sized for all of them
+/// would hold the started ones forever if one never started.)
+pub(crate) struct StartGate {
+    state: Mutex<Gate>,
+    decided: Condvar,
+}
+
+struct Gate {
+    /// Threads that called [`StartGate::wait`] so far.
+    arrived: usize,
+    /// How many are to arrive.
+    threads: usize,
+    /// `None` until decided: `Some(true)` when the last thread arrived, `Some(false)` when
+    /// cancelled first. Set once.
+    go: Option<bool>,
+}
+
+impl StartGate {
+    /// A gate for `threads` threads.
+    pub(crate) fn new(threads: usize) -> Self {
+        StartGate {
+            state: Mutex::new(Gate {
+                arrived: 0,
+                threads,
+                go: None,
+            }),
+            decided: Condvar::new(),
+        }
+    }
+
+    /// Blocks until every thread waits here (returns `true`: go) or the gate is cancelled
+    /// (returns `false`: return without sending).
+    pub(crate) fn wait(&self) -> bool {
+        // Nothing panics with the lock held: a poisoned lock still holds a valid state.
+        let mut g = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        g.arrived += 1;
+        if g.arrived >= g.threads && g.go.is_none() {
+            g.go = Some(true);
+            self.decided.notify_all();
+        }
+        let g = self
+            .decided
+            .wait_while(g, |g| g.go.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        g.go == Some(true)
+    }
+
+    /// Sends the threads waiting, and any later one, home: their [`StartGate::wait`]
+    /// returns `false`. Nothing changes once they went.
+    pub(crate) fn cancel(&self) {
+        let mut g = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if g.go.is_none() {
+            g.go = Some(false);
+            self.decided.notify_all();
+        }
+    }
+}
+
+/// Pins itself, waits at `gate` for the others, then sends until `duration` is over.
+/// `None`: the gate was cancelled (another sender's thread did not start), nothing sent.
 pub(crate) fn send_loop(
     p: &SenderPlan,
     mut sender: Box<dyn Sender>,
-    barrier: &Barrier,
+    gate: &StartGate,
     duration: Duration,
-) -> Result<SenderReport, GenError> {
+) -> Option<Result<SenderReport, GenError>> {
     let pinned = p.cpu.map(|c| (c, cpu::pin_current_thread(c)));
-    barrier.wait();
+    if !gate.wait() {
+        return None;
+    }
     if let Some((cpu, Err(reason))) = pinned {
-        return Err(GenError::Pin {
+        return Some(Err(GenError::Pin {
             client: p.client,
             cpu,
             reason,
-        });
+        }));
     }
+    Some(send(p, sender.as_mut(), duration))
+}
+
+/// Sends until `duration` is over, paced as the module documentation says.
+fn send(
+    p: &SenderPlan,
+    sender: &mut dyn Sender,
+    duration: Duration,
+) -> Result<SenderReport, GenError> {
     let template = Pkt {
         len: p.len,
         client: p.client,
