@@ -44,11 +44,12 @@ pub enum LimitError {
     #[error(transparent)]
     Scheduler(#[from] ConfigError),
     /// The scheduler refused a flow.
-    #[error("the limit loop's flow {index}: {source}")]
+    #[error("the limit loop's flow {index}")]
     Flow {
         /// Index in `Limit::flows`.
         index: usize,
         /// Why.
+        #[source]
         source: FlowError,
     },
     /// The backlog asked for does not fit in a scheduler.

@@ -75,24 +75,26 @@ pub enum ArchError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// A thread of the benchmark did not start.
-    #[error("spawning {what}: {source}")]
+    #[error("spawning {what}")]
     Spawn {
         /// Which thread.
         what: &'static str,
         /// Why.
+        #[source]
         source: std::io::Error,
     },
     /// The limit loop failed.
     #[error(transparent)]
     Limit(#[from] LimitError),
     /// A point failed (the cause within).
-    #[error("{arch} with {clients} clients: {source}")]
+    #[error("{arch} with {clients} clients")]
     Point {
         /// Its architecture.
         arch: Arch,
         /// Its greedy clients.
         clients: usize,
         /// What went wrong.
+        #[source]
         source: Box<ArchError>,
     },
     /// The plot could not be drawn or written (the error names the file).
