@@ -9,14 +9,14 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use pspat_expkit::{
-    csv, figures, AnalysisError, GenConfig, GenError, GenReport, Generator, Row, RowSpec, Sink,
-    SinkConfig, SinkError, SinkReport,
+    csv, figures, GenConfig, GenReport, Generator, Row, RowSpec, Sink, SinkConfig, SinkError,
+    SinkReport,
 };
 use pspat_io::cpu::CpuList;
 use pspat_units::{parse_bandwidth, parse_bytes, parse_duration, parse_packet_rate};
 use serde::Serialize;
 
-use crate::{emit, Usage};
+use crate::emit;
 use pspat_plot::table;
 
 #[derive(Args, Debug)]
@@ -141,19 +141,6 @@ pub struct PlotArgs {
     outdir: PathBuf,
 }
 
-/// A library error as the binary reports it: a usage error (exit code 2) when `usage` says
-/// the user can fix it, else the error with `context` before it, if any.
-fn fail<E>(e: E, usage: fn(&E) -> bool, context: Option<&'static str>) -> anyhow::Error
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    match (usage(&e), context) {
-        (true, _) => Usage(format!("{:#}", anyhow::Error::from(e))).into(),
-        (false, Some(c)) => anyhow::Error::from(e).context(c),
-        (false, None) => e.into(),
-    }
-}
-
 /// Writes `r` as JSON to `json` (`-`: to stdout); returns whether the table is still to be
 /// printed (not after JSON on stdout).
 fn write_json<T: Serialize>(r: &T, json: Option<&Path>) -> Result<bool> {
@@ -182,9 +169,7 @@ pub fn udpgen(a: GenArgs) -> Result<()> {
         victim_len: a.victim_len,
         cpus: a.cpus,
     };
-    let r = Generator::open(config)
-        .and_then(Generator::run)
-        .map_err(|e| fail(e, GenError::is_usage, None))?;
+    let r = Generator::open(config).and_then(Generator::run)?;
     if write_json(&r, a.json.as_deref())? {
         print_gen(&r)?;
     }
@@ -239,7 +224,11 @@ pub fn udpsink(a: SinkArgs) -> Result<()> {
         spin: Duration::from_micros(a.spin_us),
         cpu: a.cpu,
     };
-    let err = |e| fail(e, SinkError::is_usage, Some("udpsink"));
+    // A socket's error names the address, not the tool: say which.
+    let err = |e| match e {
+        SinkError::Socket(_) => anyhow::Error::from(e).context("udpsink"),
+        e => e.into(),
+    };
     let sink = Sink::bind(config).map_err(err)?;
     // The experiment script waits for this line before it starts the senders.
     eprintln!("pspat udpsink: ready on {}", sink.local_addr());
@@ -283,7 +272,6 @@ fn print_sink(r: &SinkReport) -> Result<()> {
 }
 
 pub fn experiment(cmd: ExperimentCmd) -> Result<()> {
-    let err = |e| fail(e, AnalysisError::is_usage, None);
     match cmd {
         ExperimentCmd::Row(a) => {
             let spec = RowSpec {
@@ -294,13 +282,13 @@ pub fn experiment(cmd: ExperimentCmd) -> Result<()> {
                 sink_drops: a.sink_drops,
             };
             // The options are checked before the reports are read.
-            spec.validate().map_err(err)?;
-            let gen = GenReport::read(&a.gen).map_err(err)?;
-            let sink = SinkReport::read(&a.sink).map_err(err)?;
-            let row = Row::new(spec, &gen, &sink).map_err(err)?;
-            csv::append_row(&a.csv, &row).map_err(err)?;
+            spec.validate()?;
+            let gen = GenReport::read(&a.gen)?;
+            let sink = SinkReport::read(&a.sink)?;
+            let row = Row::new(spec, &gen, &sink)?;
+            csv::append_row(&a.csv, &row)?;
             if let Some(path) = &a.shares_csv {
-                csv::append_shares(path, &row).map_err(err)?;
+                csv::append_shares(path, &row)?;
             }
             emit(&format!(
                 "{} {} M={}: delivered {:.0} pps ({:.1} Mbit/s), max share error {:.2}%, \
@@ -316,7 +304,7 @@ pub fn experiment(cmd: ExperimentCmd) -> Result<()> {
             ))
         }
         ExperimentCmd::Plot(a) => {
-            for path in figures::plot_results(&a.csv, &a.outdir).map_err(err)? {
+            for path in figures::plot_results(&a.csv, &a.outdir)? {
                 emit(&path.display().to_string())?;
             }
             Ok(())

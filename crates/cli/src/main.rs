@@ -329,7 +329,8 @@ struct TableArgs {
     json: bool,
 }
 
-/// An error the user can fix by changing the command line (exit code 2).
+/// An error of the binary's own that the user can fix by changing the command line (exit
+/// code 2). The libraries' errors say it themselves (`is_usage`, see [`is_usage`]).
 #[derive(Debug)]
 struct Usage(String);
 
@@ -347,12 +348,32 @@ fn main() -> ExitCode {
         Err(e) => {
             // `{:#}`: the whole cause chain on one line.
             eprintln!("error: {e:#}");
-            let usage = e.downcast_ref::<Usage>().is_some()
-                || e.downcast_ref::<pspat_harness::Error>()
-                    .is_some_and(pspat_harness::Error::is_usage);
-            ExitCode::from(if usage { 2 } else { 1 })
+            ExitCode::from(if is_usage(&e) { 2 } else { 1 })
         }
     }
+}
+
+/// Whether the user can fix `e` by changing the command line (exit code 2, else 1): the
+/// outermost error of its chain that can tell says (a [`Usage`], or a library error with
+/// `is_usage`); a chain where none can is a run-time failure.
+fn is_usage(e: &anyhow::Error) -> bool {
+    e.chain().find_map(usage_of).unwrap_or(false)
+}
+
+/// Whether `e` is a usage error, if its type can tell.
+fn usage_of(e: &(dyn std::error::Error + 'static)) -> Option<bool> {
+    use pspat_expkit::{AnalysisError, GenError, SinkError};
+    use pspat_run::{RunError, ScenarioError};
+    use pspat_shaper::ShaperError;
+    e.downcast_ref::<Usage>()
+        .map(|_| true)
+        .or_else(|| e.downcast_ref().map(pspat_harness::Error::is_usage))
+        .or_else(|| e.downcast_ref().map(RunError::is_usage))
+        .or_else(|| e.downcast_ref().map(ScenarioError::is_usage))
+        .or_else(|| e.downcast_ref().map(ShaperError::is_usage))
+        .or_else(|| e.downcast_ref().map(GenError::is_usage))
+        .or_else(|| e.downcast_ref().map(SinkError::is_usage))
+        .or_else(|| e.downcast_ref().map(AnalysisError::is_usage))
 }
 
 /// Writes `text` and a newline to stdout. A closed pipe (`pspat ... | head -1`) is not an

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
-use pspat_run::{live, Run, RunError, Scenario, ScenarioError};
+use pspat_run::{live, Run, Scenario, ScenarioError};
 
 use crate::{emit, Usage};
 
@@ -54,16 +54,6 @@ pub struct RunArgs {
     stats_every: Option<String>,
 }
 
-/// Bad input (exit 2) or a failure of the run (exit 1), with the whole cause chain.
-fn run_error(e: impl Into<RunError>) -> anyhow::Error {
-    let e = e.into();
-    if e.is_usage() {
-        Usage(format!("{:#}", anyhow::Error::from(e))).into()
-    } else {
-        e.into()
-    }
-}
-
 /// The scenario: the file's or the built-in one, with the flags' overrides.
 fn scenario(a: &RunArgs) -> Result<Scenario, ScenarioError> {
     let mut s = match &a.config {
@@ -98,7 +88,7 @@ fn period(flag: &str, text: &str) -> Result<Duration> {
 }
 
 pub fn main_job(a: &RunArgs) -> Result<()> {
-    let sc = scenario(a).map_err(run_error)?;
+    let sc = scenario(a)?;
     let interval = period("--interval", &a.interval)?;
     let stats_every = match &a.stats_every {
         Some(_) if sc.dummynet.is_none() => {
@@ -112,7 +102,7 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         Some(t) => Some(period("--stats-every", t)?),
         None => None,
     };
-    let mut run = Run::start(&sc).map_err(run_error)?;
+    let mut run = Run::start(&sc)?;
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let flag = Arc::clone(&interrupted);
@@ -128,7 +118,7 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
     let mut prev = run.snapshot();
     let mut next_tick = start + interval;
     let mut dn_prev = match stats_every {
-        Some(_) => Some(run.dummynet_stats().map_err(run_error)?),
+        Some(_) => Some(run.dummynet_stats()?),
         None => None,
     };
     let mut next_stats = stats_every.map(|e| start + e);
@@ -156,7 +146,7 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         if let (Some(due), Some(every)) = (next_stats, stats_every) {
             if Instant::now() >= due {
                 next_stats = Some(due + every);
-                let ds = run.dummynet_stats().map_err(run_error)?;
+                let ds = run.dummynet_stats()?;
                 if let Some(old) = &dn_prev {
                     emit(&format!("{ds}{}", ds.rates(old)))?;
                 }

@@ -43,37 +43,50 @@ fn pspat(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn refused(args: &[&str]) -> String {
+/// Runs `pspat ARGS`, expecting exit code `code` (2: the user's options are at fault, 1: a
+/// failure of the machine); returns stderr.
+fn refused(args: &[&str], code: i32) -> String {
     let out = pspat(args);
-    assert!(!out.status.success(), "{args:?} succeeded");
-    String::from_utf8_lossy(&out.stderr).to_string()
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    err
 }
 
 #[test]
 fn bad_interfaces_and_options_are_named() {
     // Root: the interface is unknown; not root: AF_PACKET needs CAP_NET_RAW. Either way
-    // the message says what to fix.
-    let e = refused(&[
-        "shape", "--in", "nosuch0", "--out", "nosuch1", "--config", CONFIG,
-    ]);
+    // the message says what to fix, and the machine is at fault (exit 1).
+    let e = refused(
+        &[
+            "shape", "--in", "nosuch0", "--out", "nosuch1", "--config", CONFIG,
+        ],
+        1,
+    );
     assert!(e.contains("nosuch1") || e.contains("CAP_NET_RAW"), "{e}");
-    let e = refused(&["shape", "--in", "lo", "--out", "lo", "--config", CONFIG]);
+    // The options or the configuration file are at fault: exit 2.
+    let e = refused(
+        &["shape", "--in", "lo", "--out", "lo", "--config", CONFIG],
+        2,
+    );
     assert!(e.contains("same interface"), "{e}");
-    let e = refused(&[
-        "shape",
-        "--in",
-        "a",
-        "--out",
-        "b",
-        "--config",
-        "/nonexistent.ipfw",
-    ]);
+    let e = refused(
+        &[
+            "shape",
+            "--in",
+            "a",
+            "--out",
+            "b",
+            "--config",
+            "/nonexistent.ipfw",
+        ],
+        2,
+    );
     assert!(e.contains("/nonexistent.ipfw"), "{e}");
     // A good configuration and a bad option: the option is named before any socket opens.
     let bad = |opt: &[&str]| {
         let mut args = vec!["shape", "--in", "a", "--out", "b", "--config", CONFIG];
         args.extend_from_slice(opt);
-        refused(&args)
+        refused(&args, 2)
     };
     let e = bad(&["--mailbox", "1000"]);
     assert!(e.contains("--mailbox 1000"), "{e}");

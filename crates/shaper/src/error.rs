@@ -64,6 +64,24 @@ pub enum ShaperError {
 }
 
 impl ShaperError {
+    /// Whether the user can fix it by changing the options or the configuration file (a
+    /// bad option, a file that does not read or parse, a configuration the engine refuses):
+    /// `pspat shape` exits with 2. Not a socket that does not open (an interface missing,
+    /// no CAP_NET_RAW), nor a thread that does not start (exit 1).
+    pub fn is_usage(&self) -> bool {
+        match self {
+            ShaperError::SameInterface(_)
+            | ShaperError::RxThreads(_)
+            | ShaperError::RxCpu(_)
+            | ShaperError::Mailbox(_)
+            | ShaperError::Config { .. } => true,
+            ShaperError::Engine(e) | ShaperError::Reconfigure(e) => {
+                !matches!(e, EngineError::Spawn { .. } | EngineError::Backend(_))
+            }
+            ShaperError::Socket { .. } | ShaperError::Spawn { .. } => false,
+        }
+    }
+
     pub(crate) fn socket(what: impl Into<String>) -> impl FnOnce(AfPacketError) -> Self {
         let what = what.into();
         move |source| ShaperError::Socket { what, source }

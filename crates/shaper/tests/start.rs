@@ -1,6 +1,7 @@
 //! What [`Shaper::start`] refuses, and how it says so: the messages `pspat shape` prints
-//! (the error and its causes on one line). Needs no privilege: an unknown interface is
-//! named as root, and without root the missing capability is.
+//! (the error and its causes on one line), and whether the user's options are at fault
+//! (`is_usage`: `pspat shape` exits with 2, else 1). Needs no privilege: an unknown
+//! interface is named as root, and without root the missing capability is.
 
 mod common;
 
@@ -12,15 +13,23 @@ const CONFIG: &str = concat!(
     "/../../examples/config/shaper.ipfw"
 );
 
+/// The error's chain, after checking that it is a usage error.
 fn refused(c: ShaperConfig) -> String {
-    chain(&Shaper::start(c).err().expect("the shaper started"))
+    refused_as(c, true)
+}
+
+/// The error's chain, after checking whether it is a usage error.
+fn refused_as(c: ShaperConfig, usage: bool) -> String {
+    let e = Shaper::start(c).err().expect("the shaper started");
+    assert_eq!(e.is_usage(), usage, "{}", chain(&e));
+    chain(&e)
 }
 
 #[test]
 fn start_names_what_is_wrong() {
     // Root: the interface is unknown; not root: AF_PACKET needs CAP_NET_RAW. Either way
     // the message says what to fix.
-    let e = refused(ShaperConfig::new("nosuch0", "nosuch1", CONFIG));
+    let e = refused_as(ShaperConfig::new("nosuch0", "nosuch1", CONFIG), false);
     assert!(e.starts_with("opening --out: "), "{e}");
     assert!(e.contains("nosuch1") || e.contains("CAP_NET_RAW"), "{e}");
     let e = refused(ShaperConfig::new("lo", "lo", CONFIG));
