@@ -18,8 +18,9 @@ use std::time::Duration;
 use pspat_engine::clock;
 use pspat_engine::stall::{StallCounters, STALL_MIN_NS};
 
+use super::point::Placement;
 use super::report::{FloorPoint, FloorReport};
-use super::{ArchError, FloorSpec};
+use super::{Arch, ArchError, FloorSpec};
 
 /// Runs the floor measurement for each client count of `spec`.
 pub fn floor(spec: &FloorSpec) -> Result<FloorReport, ArchError> {
@@ -36,17 +37,6 @@ pub fn floor(spec: &FloorSpec) -> Result<FloorReport, ArchError> {
     })
 }
 
-/// The CPUs of the spinner and of the yielders, as `Setup::pin` places the arbiter and
-/// the PSPAT clients (`None`: unpinned).
-fn placement(pin: bool) -> (Option<usize>, Vec<usize>) {
-    let cpus = pspat_io::cpu::allowed_cpus();
-    if !pin || cpus.len() < 2 {
-        return (None, Vec::new());
-    }
-    let (last, rest) = cpus.split_last().expect("two or more CPUs");
-    (Some(*last), rest.to_vec())
-}
-
 fn spawn(
     name: String,
     what: &'static str,
@@ -59,14 +49,16 @@ fn spawn(
 }
 
 fn point(n: usize, duration: Duration, pin: bool) -> Result<FloorPoint, ArchError> {
-    let (spinner_cpu, client_cpus) = placement(pin);
+    // The spinner where the arbiter goes, the yielders where the PSPAT clients go.
+    let placement = Placement::of(pin, Arch::Pspat);
+    let spinner_cpu = placement.arbiter;
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::with_capacity(n + 1);
     let counters = Arc::new(StallCounters::default());
     let started = (|| {
         for i in 0..n {
             let stop = Arc::clone(&stop);
-            let cpu = (!client_cpus.is_empty()).then(|| client_cpus[i % client_cpus.len()]);
+            let cpu = placement.client(i);
             threads.push(spawn(
                 format!("yielder-{i}"),
                 "a yielding thread",

@@ -80,23 +80,50 @@ fn engine_config(spec: &PointSpec) -> EngineConfig {
         cfg.fit_flows_to_aggregates();
     }
     cfg.handoff = s.handoff;
-    if s.pin && spec.arch == Arch::Pspat {
-        cfg.arbiter_cpu = pspat_io::cpu::allowed_cpus().last().copied();
-    }
+    cfg.arbiter_cpu = Placement::of(s.pin, spec.arch).arbiter;
     cfg
 }
 
-/// The CPU client thread `i` is pinned to under `Setup::pin`.
-fn client_cpu(spec: &PointSpec, i: usize) -> Option<usize> {
-    if !spec.setup.pin {
-        return None;
+/// Where `Setup::pin` puts the threads of a point (and floor mode its spinner and
+/// yielders, as for [`Arch::Pspat`]): the PSPAT arbiter on the last CPU this process may
+/// use, the PSPAT clients round-robin over the others, the lock-based clients (which have
+/// no arbiter) round-robin over all of them. With fewer than two CPUs nothing is pinned:
+/// there is no CPU to give the arbiter, and pinning every thread to the one CPU the
+/// process may use would change nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// The arbiter's CPU (`None`: unpinned).
+    pub arbiter: Option<usize>,
+    /// The clients' CPUs, client `i` on `clients[i % len]` (empty: unpinned).
+    pub clients: Vec<usize>,
+}
+
+impl Placement {
+    /// The placement of `arch`'s threads when `pin` is set (none when it is not).
+    pub(crate) fn of(pin: bool, arch: Arch) -> Self {
+        let cpus = pspat_io::cpu::allowed_cpus();
+        if !pin || cpus.len() < 2 {
+            return Placement::default();
+        }
+        match arch {
+            Arch::Pspat => {
+                let (&last, rest) = cpus.split_last().expect("two or more CPUs");
+                Placement {
+                    arbiter: Some(last),
+                    clients: rest.to_vec(),
+                }
+            }
+            Arch::Lock => Placement {
+                arbiter: None,
+                clients: cpus,
+            },
+        }
     }
-    let cpus = pspat_io::cpu::allowed_cpus();
-    let usable = match spec.arch {
-        Arch::Pspat if cpus.len() > 1 => &cpus[..cpus.len() - 1],
-        _ => &cpus[..],
-    };
-    (!usable.is_empty()).then(|| usable[i % usable.len()])
+
+    /// The CPU of client thread `i`, if pinned.
+    pub(crate) fn client(&self, i: usize) -> Option<usize> {
+        (!self.clients.is_empty()).then(|| self.clients[i % self.clients.len()])
+    }
 }
 
 /// The engine under test, either architecture (observed a few times a point: the
@@ -167,6 +194,7 @@ fn spawn_clients<C: Submit + Send + 'static>(
 ) -> Result<Vec<JoinHandle<()>>, ArchError> {
     let n_greedy = spec.greedy.len();
     let len = spec.setup.len;
+    let placement = Placement::of(spec.setup.pin, spec.arch);
     let mut threads = Vec::with_capacity(clients.len());
     for (i, mut c) in clients.into_iter().enumerate() {
         let stop = Arc::clone(stop);
@@ -177,7 +205,7 @@ fn spawn_clients<C: Submit + Send + 'static>(
         } else {
             format!("greedy-{i}")
         };
-        let cpu = client_cpu(spec, i);
+        let cpu = placement.client(i);
         let h = std::thread::Builder::new()
             .name(name)
             .spawn(move || {
@@ -329,25 +357,36 @@ mod tests {
                 greedy: vec![1; 3],
                 victim_gap: None,
             };
+            let placement = Placement::of(s.pin, arch);
             (
                 engine_config(&p).arbiter_cpu,
-                (0..3).map(|i| client_cpu(&p, i)).collect::<Vec<_>>(),
+                (0..3).map(|i| placement.client(i)).collect::<Vec<_>>(),
             )
         };
         assert_eq!(spec(&s, Arch::Pspat), (None, vec![None; 3]));
         s.pin = true;
         let cpus = pspat_io::cpu::allowed_cpus();
         let (arbiter, clients) = spec(&s, Arch::Pspat);
-        assert_eq!(arbiter, cpus.last().copied());
-        if cpus.len() > 1 {
-            assert!(
-                clients.iter().all(|c| *c != arbiter),
-                "{clients:?} {arbiter:?}"
-            );
+        let (lock_arbiter, lock_clients) = spec(&s, Arch::Lock);
+        assert_eq!(lock_arbiter, None);
+        if cpus.len() < 2 {
+            // No CPU to give the arbiter: nothing pinned, in either architecture.
+            assert_eq!((arbiter, clients), (None, vec![None; 3]));
+            assert_eq!(lock_clients, vec![None; 3]);
+            return;
         }
-        let (arbiter, clients) = spec(&s, Arch::Lock);
-        assert_eq!(arbiter, None);
+        assert_eq!(arbiter, cpus.last().copied());
+        assert!(
+            clients.iter().all(|c| c.is_some() && *c != arbiter),
+            "{clients:?} {arbiter:?}"
+        );
         assert_eq!(clients[0], cpus.first().copied());
+        assert_eq!(lock_clients[0], cpus.first().copied());
+        // The lock-based clients use every CPU, the arbiter's too.
+        let lock_all: Vec<_> = (0..cpus.len())
+            .map(|i| Placement::of(true, Arch::Lock).client(i))
+            .collect();
+        assert_eq!(lock_all, cpus.iter().copied().map(Some).collect::<Vec<_>>());
     }
 
     /// A tiny point of each architecture on the null backend: the clients ran, the

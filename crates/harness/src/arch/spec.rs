@@ -61,7 +61,7 @@ pub struct Setup {
     pub mailbox: usize,
     /// Give the PSPAT arbiter a CPU of its own: pinned to the last CPU this process may
     /// use, PSPAT clients round-robin over the others; lock-based clients round-robin over
-    /// all of them (they have no arbiter).
+    /// all of them (they have no arbiter). With fewer than two CPUs nothing is pinned.
     pub pin: bool,
     /// The PSPAT engine's settings.
     pub knobs: Knobs,
