@@ -1,34 +1,31 @@
-//! `pspat shape`'s command line: bad options and interfaces are named, `--duration` and
-//! `--stats` take durations (a bare number is seconds), and a run prints the ready line,
-//! the live view and the final account and writes the JSON report. The shaper itself
-//! (shares, accounting, reloads) is tested through its library, in
-//! `crates/shaper/tests/`.
+//! `pspat shape`'s command line: bad options and interfaces are named with the exit code
+//! that says whose fault they are, `--duration` and `--stats` take durations (a bare number
+//! is seconds), and a run shapes real traffic, prints the ready line, the live view and the
+//! final account and writes the JSON report, whether it ends at `--duration` or on SIGTERM
+//! (what `experiments/shaper/run.sh` sends it). The shaper itself (shares, accounting,
+//! reloads) is tested through its library, in `crates/shaper/tests/`.
 //!
-//! The run needs root: it runs the binary in a network namespace of its own (`unshare
-//! --net`, removed by the kernel when the process ends) holding two veth pairs. Without
-//! root, or when the namespace cannot be set up, the test says so and passes, except with
-//! `CI=true`, where it fails.
+//! The runs need root: they build the shaper library's test topology (its
+//! `tests/common/mod.rs`, included here): three network namespaces of the test's own,
+//!
+//! ```text
+//!  [snd: s0 10.77.0.1] --veth-- [shp: s1   pspat shape   r1] --veth-- [rcv: r0 10.77.0.2]
+//! ```
+//!
+//! with the binary started in `shp`. Without root, or when the namespaces cannot be set
+//! up, a test says so and passes, except with `CI=true`, where it fails.
 
-use std::process::{Command, Output};
+#[path = "../../shaper/tests/common/mod.rs"]
+mod common;
+
+use std::net::UdpSocket;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
+use common::{topology_or_skip, Topology, RCV_ADDR, SND_ADDR};
 use serde_json::Value;
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
-/// Says why the test checks nothing, or fails with `CI=true`.
-fn skip(why: &str) {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    assert!(!ci, "CI=true and this test cannot run: {why}");
-    eprintln!("skipped: {why}");
-}
 
 const CONFIG: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -98,40 +95,171 @@ fn bad_interfaces_and_options_are_named() {
     }
 }
 
+/// Longest wait for a line of the shaper's, or for it to end.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// `pspat shape --in s1 --out r1 --config CONFIG ARGS`, started in the topology's shaper
+/// namespace, its stderr read line by line. Killed on drop: a failed assertion must not
+/// leave a shaper running.
+struct Shape {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    /// Every line of stderr received so far.
+    seen: Vec<String>,
+}
+
+impl Shape {
+    fn start(t: &Topology, args: &[&str]) -> Shape {
+        let bin = assert_cmd::cargo::cargo_bin("pspat");
+        let args: Vec<String> = ["shape", "--in", "s1", "--out", "r1", "--config", CONFIG]
+            .iter()
+            .chain(args)
+            .map(|a| a.to_string())
+            .collect();
+        // Spawned by the namespace's thread, the process starts in its namespace.
+        let mut child = t
+            .shp
+            .run(move || {
+                Command::new(bin)
+                    .args(args)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+            })
+            .expect("starting pspat shape");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Shape {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.seen.join("\n")
+    }
+
+    /// Waits for a line starting with `prefix` (one already seen counts).
+    fn wait_for(&mut self, prefix: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.seen.iter().any(|l| l.starts_with(prefix)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.seen.push(l),
+                Err(_) => panic!("no line '{prefix}...' from pspat shape:\n{}", self.stderr()),
+            }
+        }
+    }
+
+    /// Waits for the process to end and for the rest of its stderr.
+    fn wait(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pspat shape still runs:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // The reader ends at the end of the pipe, closed when the process ended.
+        while let Ok(l) = self.lines.recv_timeout(PATIENCE) {
+            self.seen.push(l);
+        }
+        status
+    }
+}
+
+impl Drop for Shape {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Datagrams sent through the shaper by [`send_through`].
+const DATAGRAMS: u32 = 200;
+
+/// Sends [`DATAGRAMS`] UDP datagrams of 1000 bytes on the wire, one every millisecond (8
+/// Mbit/s, far below the configuration's 100 Mbit/s), from the sender's port 10001 (queue 1
+/// of the configuration) to the receiver, and counts those that arrive (until 1 s passes
+/// without one). Returns (sent, received).
+fn send_through(t: &Topology) -> (u32, u32) {
+    let sink = t.rcv.run(|| UdpSocket::bind((RCV_ADDR, 9000))).unwrap();
+    sink.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let sock = t.snd.run(|| UdpSocket::bind((SND_ADDR, 10001))).unwrap();
+    let payload = [0x5au8; 1000 - 14 - 20 - 8];
+    let mut sent = 0;
+    for _ in 0..DATAGRAMS {
+        if sock.send_to(&payload, (RCV_ADDR, 9000)).is_ok() {
+            sent += 1;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut received = 0;
+    let mut buf = [0u8; 2048];
+    while sink.recv(&mut buf).is_ok() {
+        received += 1;
+    }
+    (sent, received)
+}
+
+fn read_json(p: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every frame received is accounted for, and the traffic sent went through.
+fn assert_shaped(j: &Value, received: u32) {
+    assert!(j["rx_frames"].as_u64().unwrap() > 0, "{j}");
+    assert!(j["sent"].as_u64().unwrap() >= u64::from(received), "{j}");
+    assert!(j["sent"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(j["unaccounted"], 0, "{j}");
+    assert_eq!(j["errors"], serde_json::json!([]), "{j}");
+}
+
 #[test]
 fn a_run_prints_its_account_and_writes_the_json_report() {
-    if !is_root() {
-        skip("needs root (a network namespace, CAP_NET_RAW for AF_PACKET)");
+    let Some(t) = topology_or_skip() else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("shape.json");
-    let bin = Command::cargo_bin("pspat").unwrap();
-    // In a namespace of its own: two veth pairs, no IPv6 (nothing sent by the kernel),
-    // then the shaper, for 1 s (a bare number: seconds), a live view every 0.5 s.
-    let setup = "sysctl -qw net.ipv6.conf.default.disable_ipv6=1 \
-        && ip link add s0 type veth peer name s1 \
-        && ip link add r0 type veth peer name r1 \
-        && for d in s0 s1 r0 r1; do ip link set dev $d up; done \
-        || { echo 'namespace setup failed' >&2; exit 97; }; \
-        exec \"$0\" \"$@\"";
     let started = Instant::now();
-    let out = Command::new("unshare")
-        .args(["--net", "sh", "-c", setup])
-        .arg(bin.get_program())
-        .args(["shape", "--in", "s1", "--out", "r1", "--config", CONFIG])
-        .args(["--duration", "1", "--stats", "0.5", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(97) || (!out.status.success() && err.contains("unshare")) {
-        skip(&format!("no network namespace: {err}"));
-        return;
-    }
-    assert!(out.status.success(), "{err}");
+    // For 1 s (a bare number: seconds), a live view every 0.5 s.
+    let mut shape = Shape::start(
+        &t,
+        &[
+            "--duration",
+            "1",
+            "--stats",
+            "0.5",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    shape.wait_for("pspat shape: ready");
+    let (sent, received) = send_through(&t);
+    assert!(sent > 0 && received > 0, "sent {sent}, received {received}");
+    assert!(shape.wait().success(), "{}", shape.stderr());
+    let err = shape.stderr();
     assert!(started.elapsed() < Duration::from_secs(15), "{err}");
-    let lines: Vec<&str> = err.lines().collect();
+    let lines = &shape.seen;
     let has = |p: &str| lines.iter().any(|l| l.starts_with(p));
     assert!(
         has("pspat shape: flowset 1: max-len 1500 raised to 1518, the longest frame r1 sends"),
@@ -152,18 +280,55 @@ fn a_run_prints_its_account_and_writes_the_json_report() {
     assert!(lines[tick + 1].starts_with("rx "), "{err}");
     // The final account.
     assert!(has("pspat shape: s1 -> r1 for 1."), "{err}");
+    assert!(!err.contains("(interrupted)"), "{err}");
     assert!(has("received "), "{err}");
     assert!(has("reverse path: "), "{err}");
     assert!(!err.contains("unaccounted"), "{err}");
 
-    let text = std::fs::read_to_string(&json).unwrap();
-    let j: Value = serde_json::from_str(&text).unwrap();
+    let j = read_json(&json);
     assert_eq!(j["input"], "s1", "{j}");
     assert_eq!(j["output"], "r1", "{j}");
     assert_eq!(j["config"], CONFIG, "{j}");
     assert_eq!(j["handoff"], "arbiter", "{j}");
     assert_eq!(j["interrupted"], false, "{j}");
-    assert_eq!(j["unaccounted"], 0, "{j}");
     assert!(j["seconds"].as_f64().unwrap() >= 1.0, "{j}");
     assert!(j["drops"].is_object() && j["dummynet"].is_object(), "{j}");
+    assert_shaped(&j, received);
+}
+
+/// SIGTERM (what `experiments/shaper/run.sh` stops the shaper with) is a clean stop: exit
+/// 0, the final account marked interrupted, the JSON report written.
+#[test]
+fn sigterm_stops_it_cleanly_with_its_account_and_json_report() {
+    let Some(t) = topology_or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("shape.json");
+    // No --duration: it runs until a signal.
+    let mut shape = Shape::start(&t, &["--stats", "0.5", "--json", json.to_str().unwrap()]);
+    shape.wait_for("pspat shape: ready");
+    let (sent, received) = send_through(&t);
+    assert!(sent > 0 && received > 0, "sent {sent}, received {received}");
+    // The loop runs (and so the handler is in place) once the live view shows.
+    shape.wait_for("t=");
+    let pid = libc::pid_t::try_from(shape.child.id()).unwrap();
+    // SAFETY: kill takes no pointers; the pid is our child's, not yet reaped (it is
+    // reaped only by `wait` below or on drop), so it names no other process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = shape.wait();
+    let err = shape.stderr();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        shape
+            .seen
+            .iter()
+            .any(|l| l.starts_with("pspat shape: s1 -> r1 for ") && l.ends_with("(interrupted)")),
+        "{err}"
+    );
+    assert!(!err.contains("unaccounted"), "{err}");
+
+    let j = read_json(&json);
+    assert_eq!(j["interrupted"], true, "{j}");
+    assert_shaped(&j, received);
 }

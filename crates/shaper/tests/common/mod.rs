@@ -1,10 +1,13 @@
 //! What the shaper's tests share: network namespaces with veth pairs, and when to skip.
+//! (`pspat shape`'s own test, `crates/cli/tests/shape.rs`, includes this file too, and
+//! starts the binary in a [`Topology`]'s shaper namespace.)
 //!
 //! **Namespaces.** Each [`Netns`] is a thread that called `unshare(CLONE_NEWNET)`: it, and
 //! only it (with the `ip` processes it starts), is in a new, anonymous network namespace,
 //! and runs the closures given to [`Netns::run`] there. A socket opened in such a closure
 //! stays in that namespace whichever thread uses it later, so a shaper started there, or a
-//! UDP socket bound there, is used from the test's own thread. The namespaces have no
+//! UDP socket bound there, is used from the test's own thread; a process spawned there
+//! starts in that namespace. The namespaces have no
 //! name: the kernel deletes each, veth ends included, once its thread has ended and its
 //! sockets are closed, whether the test passed, failed or the process was killed; tests
 //! running in parallel cannot see each other's interfaces or addresses.
