@@ -13,7 +13,7 @@ use std::time::Duration;
 use pspat_engine::clock;
 use pspat_engine::latency::LatencyBoard;
 use pspat_engine::stats::ClientSnapshot;
-use pspat_engine::traffic::{self, Submit};
+use pspat_engine::traffic::{self, SourceStats, Submit};
 use pspat_engine::{
     ClientConfig, Engine, EngineConfig, EngineReport, EngineSnapshot, LockedEngine,
 };
@@ -172,6 +172,26 @@ impl Running {
 
 /// Runs one point, compared with `limits`.
 pub(crate) fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point, ArchError> {
+    let Measured { point, sources } = measure_point(spec, limits)?;
+    // Every push a full mailbox refused reached a source, as a greedy client's back-off or
+    // a victim's refused packet (the clients stop before the engine: none saw it stopped).
+    debug_assert_eq!(
+        sources.iter().map(|s| s.backoffs + s.refused).sum::<u64>(),
+        point.mailbox_full,
+        "{sources:?}"
+    );
+    Ok(point)
+}
+
+/// A point, and what each client's source counted (greedy clients first, then the victim)
+/// over the whole run, warm-up included, as the point's totals are.
+struct Measured {
+    point: Point,
+    sources: Vec<SourceStats>,
+}
+
+/// [`run_point`], with the sources' counts.
+fn measure_point(spec: &PointSpec, limits: Limits) -> Result<Measured, ArchError> {
     let cfg = engine_config(spec);
     let backend = Arc::clone(&spec.setup.backend);
     match spec.arch {
@@ -186,12 +206,13 @@ pub(crate) fn run_point(spec: &PointSpec, limits: Limits) -> Result<Point, ArchE
     }
 }
 
-/// Starts a thread per client: the greedy ones first, then the victim.
+/// Starts a thread per client: the greedy ones first, then the victim. Each returns what
+/// its source counted.
 fn spawn_clients<C: Submit + Send + 'static>(
     spec: &PointSpec,
     clients: Vec<C>,
     stop: &Arc<AtomicBool>,
-) -> Result<Vec<JoinHandle<()>>, ArchError> {
+) -> Result<Vec<JoinHandle<SourceStats>>, ArchError> {
     let n_greedy = spec.greedy.len();
     let len = spec.setup.len;
     let placement = Placement::of(spec.setup.pin, spec.arch);
@@ -216,7 +237,7 @@ fn spawn_clients<C: Submit + Send + 'static>(
                 match gap {
                     None => traffic::greedy(&mut c, flow, len, &stop),
                     Some(gap) => traffic::periodic(&mut c, flow, len, gap, &stop),
-                };
+                }
             })
             .map_err(|source| ArchError::Spawn {
                 what: "a client thread",
@@ -233,7 +254,7 @@ fn measure<C: Submit + Send + 'static>(
     limits: Limits,
     running: Running,
     clients: Vec<C>,
-) -> Result<Point, ArchError> {
+) -> Result<Measured, ArchError> {
     let stop = Arc::new(AtomicBool::new(false));
     let threads = match spawn_clients(spec, clients, &stop) {
         Ok(t) => t,
@@ -261,9 +282,11 @@ fn measure<C: Submit + Send + 'static>(
     let contended = running.contended();
     // ORDERING: Relaxed: the flag only ends the client loops; the joins order the rest.
     stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        let _ = t.join();
-    }
+    // A client thread that panicked counted nothing we can read.
+    let sources: Vec<SourceStats> = threads
+        .into_iter()
+        .map(|t| t.join().unwrap_or_default())
+        .collect();
     let report = running.stop();
 
     let dt = (b.at_ns - a.at_ns) as f64 / 1e9;
@@ -310,7 +333,7 @@ fn measure<C: Submit + Send + 'static>(
     });
     let s = &report.snapshot.clients;
     let decisions_per_s = decisions as f64 / dt;
-    Ok(Point {
+    let point = Point {
         arch: spec.arch,
         clients: n_greedy,
         decisions_per_s,
@@ -330,7 +353,8 @@ fn measure<C: Submit + Send + 'static>(
         mailbox_full: s.iter().map(|c| c.mailbox_full).sum(),
         lock_contended: contended,
         stalls,
-    })
+    };
+    Ok(Measured { point, sources })
 }
 
 #[cfg(test)]
@@ -390,7 +414,8 @@ mod tests {
     }
 
     /// A tiny point of each architecture on the null backend: the clients ran, the
-    /// victim was measured, nothing was lost, and the figures hang together.
+    /// victim was measured, nothing was lost, and the figures (the engine's and the
+    /// sources') hang together.
     #[test]
     fn a_tiny_point_of_each_architecture_runs() {
         // Long enough for the latency board (published every 50 ms) to cover the victim.
@@ -409,7 +434,7 @@ mod tests {
                 flat: 1e6,
                 backlogged: 0.0,
             };
-            let p = run_point(&spec, limits).unwrap();
+            let Measured { point: p, sources } = measure_point(&spec, limits).unwrap();
             assert_eq!((p.arch, p.clients, p.shares.len()), (arch, 2, 2));
             assert!(p.decisions_per_s > 0.0, "{p:?}");
             assert_eq!(p.of_limit, p.decisions_per_s / 1e6);
@@ -418,6 +443,21 @@ mod tests {
             assert_eq!((p.drops, p.send_failed), (0, 0), "{p:?}");
             assert!((0.0..=1.0).contains(&p.share_min_max), "{p:?}");
             assert!(p.decisions_total >= p.shares.iter().map(|s| s.decisions).sum::<u64>());
+            // The sources saw what the engine counted: each refusal by a full mailbox is a
+            // greedy client's back-off or a victim's refused packet, and every decision
+            // was a packet some source had submitted.
+            assert_eq!(sources.len(), 3, "{sources:?}");
+            let (greedy, victim) = sources.split_at(2);
+            assert!(greedy.iter().all(|g| g.accepted > 0 && g.refused == 0), "{sources:?}");
+            assert_eq!(victim[0].backoffs, 0, "{sources:?}");
+            let sum = |f: fn(&SourceStats) -> u64| sources.iter().map(f).sum::<u64>();
+            assert_eq!(
+                sum(|s| s.backoffs) + sum(|s| s.refused),
+                p.mailbox_full,
+                "{sources:?} {p:?}"
+            );
+            assert!(sum(|s| s.accepted) >= p.decisions_total, "{sources:?} {p:?}");
+            assert_eq!(sum(|s| s.dropped_reported) + sum(|s| s.filtered), 0);
             match arch {
                 Arch::Pspat => {
                     let st = p.stalls.as_ref().expect("the arbiter's stalls");
