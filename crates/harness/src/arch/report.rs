@@ -505,6 +505,83 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_stability_report_keeps_the_json_of_the_command() {
+        let r = StabilityReport {
+            alg: "drr".into(),
+            backend: "null".into(),
+            handoff: Handoff::Dispatchers(2),
+            len: 60,
+            duration: Duration::from_millis(250),
+            knobs: crate::arch::spec::tests::setup().knobs,
+            sustained_bps: Some(1e9),
+            rows: vec![StabilityRow {
+                rate_bps: 500_000_000,
+                times_sustained: Some(0.5),
+                results: vec![StabilityResult::of(&point(Arch::Pspat, 2, 1.0))],
+            }],
+        };
+        assert_eq!(
+            keys(&r),
+            [
+                "mode",
+                "alg",
+                "backend",
+                "handoff",
+                "len",
+                "duration_s",
+                "delta_a_ns",
+                "aggregate_ns",
+                "scan_batch",
+                "sustained_bps",
+                "rows"
+            ]
+        );
+        assert_eq!(keys(&r.rows[0]), ["rate_bps", "times_sustained", "results"]);
+        assert_eq!(
+            keys(&r.rows[0].results[0]),
+            ["arch", "share", "error_pct", "released_bps"]
+        );
+        let v: Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["mode"], "stability");
+        assert_eq!(v["handoff"], "dispatchers:2");
+        assert_eq!(v["duration_s"], 0.25);
+        assert_eq!(v["rows"][0]["results"][0]["arch"], "pspat");
+    }
+
+    #[test]
+    fn the_floor_report_keeps_the_json_of_the_command() {
+        let r = FloorReport {
+            stall_min_ns: 4096,
+            duration: Duration::from_secs(2),
+            points: vec![FloorPoint {
+                clients: 3,
+                span_ns: 2_000_000_000,
+                gaps: StallSummary {
+                    gaps: 4,
+                    stalled_pct: 0.5,
+                    wait_p99_ns: 0.0,
+                    longest_at_least_ns: 16_384,
+                },
+            }],
+        };
+        assert_eq!(keys(&r), ["mode", "stall_min_ns", "duration_s", "points"]);
+        assert_eq!(
+            keys(&r.points[0]),
+            [
+                "clients",
+                "span_ns",
+                "gaps",
+                "stalled_pct",
+                "wait_p99_ns",
+                "longest_at_least_ns"
+            ]
+        );
+        let v: Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["mode"], "floor");
+        assert_eq!(v["duration_s"], 2.0);
+    }
+
+    #[test]
     fn arbiter_stalls_flatten_the_gap_summary() {
         let s = ArbiterStalls {
             gaps: StallSummary {
