@@ -448,7 +448,10 @@ mod tests {
             // was a packet some source had submitted.
             assert_eq!(sources.len(), 3, "{sources:?}");
             let (greedy, victim) = sources.split_at(2);
-            assert!(greedy.iter().all(|g| g.accepted > 0 && g.refused == 0), "{sources:?}");
+            assert!(
+                greedy.iter().all(|g| g.accepted > 0 && g.refused == 0),
+                "{sources:?}"
+            );
             assert_eq!(victim[0].backoffs, 0, "{sources:?}");
             let sum = |f: fn(&SourceStats) -> u64| sources.iter().map(f).sum::<u64>();
             assert_eq!(
@@ -456,7 +459,10 @@ mod tests {
                 p.mailbox_full,
                 "{sources:?} {p:?}"
             );
-            assert!(sum(|s| s.accepted) >= p.decisions_total, "{sources:?} {p:?}");
+            assert!(
+                sum(|s| s.accepted) >= p.decisions_total,
+                "{sources:?} {p:?}"
+            );
             assert_eq!(sum(|s| s.dropped_reported) + sum(|s| s.filtered), 0);
             match arch {
                 Arch::Pspat => {
