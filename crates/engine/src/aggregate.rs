@@ -166,24 +166,23 @@ impl Aggregator {
             .get_mut(flow as usize)
             .and_then(|f| f.counts.pop_front());
         debug_assert!(count.is_some(), "flow {flow}: an aggregate with no count");
-        self.releasing = Some(Releasing {
-            flow,
-            left: count.unwrap_or(0),
-        });
+        self.releasing = count
+            .filter(|&left| left > 0)
+            .map(|left| Releasing { flow, left });
     }
 
-    /// The next member of the aggregate being released, if any is left. Once the last
-    /// one is taken, the release ends at the next call.
+    /// The next member of the aggregate being released, if any is left. Taking the last
+    /// one ends the release.
     #[inline]
     pub(crate) fn next_member(&mut self) -> Option<Pkt> {
         let r = self.releasing.as_mut()?;
-        if r.left == 0 {
-            self.releasing = None;
-            return None;
-        }
         r.left -= 1;
         let flow = r.flow as usize;
+        if r.left == 0 {
+            self.releasing = None;
+        }
         let member = self.flows.get_mut(flow).and_then(|f| f.pkts.pop_front());
+        debug_assert!(member.is_some(), "flow {flow}: fewer members than counted");
         if member.is_none() {
             self.releasing = None;
         }
@@ -337,9 +336,10 @@ mod tests {
         // A full TX mailbox stops the release here; it is still under way.
         assert!(a.releasing());
         assert_eq!(a.next_member().map(|m| m.seq), Some(1));
-        assert_eq!(a.next_member().map(|m| m.seq), Some(2));
         assert!(a.releasing());
-        assert_eq!(a.next_member(), None);
+        // The last member ends the release: no work is left for another spin.
+        assert_eq!(a.next_member().map(|m| m.seq), Some(2));
         assert!(!a.releasing());
+        assert_eq!(a.next_member(), None);
     }
 }

@@ -164,9 +164,6 @@ struct Outlet {
     /// A packet dequeued but refused by a full TX or return mailbox; sent first on the
     /// next scan.
     stash: Option<Pkt>,
-    /// Client hand-off mode (`to` is [`Output::Clients`]): clients give their mailbox
-    /// slots back themselves, after sending.
-    client_mode: bool,
 }
 
 /// What the current scan moved, settled once at its end ([`Arbiter::release_slots`])
@@ -223,7 +220,6 @@ impl<V: Service> Arbiter<V> {
             // Counted per client per scan instead (`release_slots`).
             tx.leave_sent_counts_to_caller();
         }
-        let client_mode = matches!(out, Output::Clients { .. });
         let n_clients = ports.len();
         Self {
             svc,
@@ -244,7 +240,6 @@ impl<V: Service> Arbiter<V> {
             out: Outlet {
                 to: out,
                 stash: None,
-                client_mode,
             },
             tally: ScanTally {
                 departing: Vec::with_capacity(n_clients),
@@ -314,7 +309,7 @@ impl<V: Service> Arbiter<V> {
                 port.failed = 0;
                 port.failed_bytes = 0;
             }
-            if !self.out.client_mode {
+            if !self.out.client_mode() {
                 port.mailbox.release(port.departed as usize);
             }
             port.departed = 0;
@@ -356,7 +351,7 @@ impl<V: Service> Arbiter<V> {
         let mut buf = std::mem::take(&mut self.drain.buf);
         shared.activity.for_each_active(|c| {
             let mut got = 0u32;
-            if self.out.client_mode {
+            if self.out.client_mode() {
                 self.release_drained(c);
             }
             if self.agg.enabled() {
@@ -669,6 +664,13 @@ impl<V: Service> Arbiter<V> {
 }
 
 impl Outlet {
+    /// Client hand-off mode: clients give their mailbox slots back themselves, after
+    /// sending.
+    #[inline(always)]
+    fn client_mode(&self) -> bool {
+        matches!(self.to, Output::Clients { .. })
+    }
+
     /// Hands a packet to its output; stashes it if a dispatcher or return mailbox is full
     /// (returns false then).
     #[inline(always)]
