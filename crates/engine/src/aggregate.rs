@@ -146,15 +146,21 @@ impl Aggregator {
     }
 
     /// The scheduler refused an aggregate of `flow` standing for `members` packets: hands
-    /// its members (the newest of the flow) to `discard`, newest first.
-    pub(crate) fn refused(&mut self, flow: u32, members: u32, mut discard: impl FnMut(Pkt)) {
+    /// its members (the newest of the flow) to `discard`, newest first, and returns how
+    /// many it handed: `members`, or 0 for a flow index the engine does not have (nothing
+    /// is stored for it, and such an aggregate is its one packet: [`Self::join`] merges
+    /// nothing into a flow whose largest packet is 0).
+    pub(crate) fn refused(&mut self, flow: u32, members: u32, mut discard: impl FnMut(Pkt)) -> u32 {
+        let mut handed = 0;
         if let Some(f) = self.flows.get_mut(flow as usize) {
             for _ in 0..members {
                 if let Some(member) = f.pkts.pop_back() {
                     discard(member);
+                    handed += 1;
                 }
             }
         }
+        handed
     }
 
     /// The scheduler chose an aggregate of `flow` (its oldest): its members are released
@@ -230,7 +236,8 @@ mod tests {
             if offer(&agg) {
                 a.accepted(&agg);
             } else {
-                a.refused(agg.head.flow, agg.members, |m| dropped.push(m));
+                let handed = a.refused(agg.head.flow, agg.members, |m| dropped.push(m));
+                assert_eq!(handed as usize, dropped.len());
             }
             out.push((agg, dropped));
         };
@@ -324,6 +331,16 @@ mod tests {
         assert_eq!(release(&mut a, 0), [0, 1]);
         assert_eq!(release(&mut a, 0), [4, 5]);
         assert_eq!(a.members_left(), 0);
+    }
+
+    #[test]
+    fn a_flow_the_engine_does_not_have_stores_nothing_and_hands_nothing_back() {
+        let mut a = Aggregator::new(10_000, 1, 8);
+        // Flow 3 of 1: no largest packet (0), so nothing joins it.
+        let mut agg = a.open(pkt(3, 0, 100));
+        assert!(!a.join(&mut agg, pkt(3, 1, 100), 0));
+        assert_eq!(a.members_left(), 0);
+        assert_eq!(a.refused(3, agg.members, |_| panic!("nothing stored")), 0);
     }
 
     #[test]

@@ -476,7 +476,7 @@ impl<V: Service> Arbiter<V> {
     }
 
     /// The scheduler refused `p` (standing for `k` packets): counted against the client,
-    /// signalled to it, buffers discarded, slots given back.
+    /// signalled to it, each packet's buffer discarded once, slots given back.
     #[cold]
     #[inline(never)]
     fn refused(&mut self, p: Pkt, k: u32, reason: crate::stats::ArbiterDrop) {
@@ -484,13 +484,21 @@ impl<V: Service> Arbiter<V> {
         let counters = &self.shared.counters[c];
         counters.arbiter.0.dropped[reason.slot()].add(u64::from(k));
         counters.signal.0.drops.add(u64::from(k));
-        if self.agg.enabled() {
-            let backend = &self.backend;
+        let backend = &self.backend;
+        // An aggregate's members are discarded one by one (its head stands for all of them,
+        // with their summed length); a packet the aggregator stored nothing for (a flow
+        // index the engine does not have) is its own only member.
+        let handed = if self.agg.enabled() {
             self.agg
-                .refused(p.flow, k, |member| backend.discard(&[member]));
+                .refused(p.flow, k, |member| backend.discard(&[member]))
         } else {
-            self.backend.discard(&[self.svc.refused(p)]);
+            0
+        };
+        if handed == 0 {
+            debug_assert_eq!(k, 1, "an aggregate of {k} with no stored members");
+            backend.discard(&[self.svc.refused(p)]);
         }
+        debug_assert!(handed == 0 || handed == k, "{handed} of {k} members");
         self.ports[c].mailbox.release(k as usize);
     }
 
