@@ -11,9 +11,10 @@
 //! link on its own. Throughput is then counted in decisions per second and packets per
 //! second apart; with aggregation off (the default) they are the same.
 //!
-//! State: per flow, the members of the aggregates in the scheduler in arrival order, and
-//! each aggregate's member count, oldest first; the aggregate being released, if a full
-//! TX mailbox stopped its release part-way.
+//! State: the members of the aggregates in the scheduler (and of the one being built),
+//! one FIFO list per flow in arrival order, the first member of each aggregate carrying
+//! the aggregate's member count once the scheduler accepted it; the aggregate being
+//! released, if a full TX mailbox stopped its release part-way.
 //!
 //! Invariants, which make the counts line up with the scheduler's decisions without any
 //! word of the packet descriptor:
@@ -21,24 +22,33 @@
 //! - an aggregate's members are stored when it is built, before it is offered to the
 //!   scheduler, and are then the newest members of their flow: members of one flow are
 //!   only appended, and an aggregate is offered before the next packet of its flow is
-//!   stored. So a refused aggregate's members are the last `members` of the flow
-//!   ([`Aggregator::refused`]);
-//! - its member count is stored when the scheduler accepts it, behind the counts of the
-//!   flow's earlier aggregates;
+//!   stored. So a refused aggregate's members are the tail of its flow's list, from its
+//!   first member on ([`Aggregator::refused`]);
+//! - its member count is stored (in its first member) when the scheduler accepts it;
 //! - the scheduler keeps each flow FIFO and drops nothing it has accepted (a refusal is
 //!   always of the packet offered: `Service::enqueue`), so the aggregate it dequeues for a
-//!   flow is that flow's oldest: its count is the flow's first, its members the flow's
-//!   first `count` packets ([`Aggregator::dequeued`]).
+//!   flow is that flow's oldest: its members are the flow's first `count` packets, the
+//!   first of which holds `count` ([`Aggregator::dequeued`]).
 //!
 //! Aggregation is only offered with one algorithm on one link (`service::Single`); a
 //! dummynet-style configuration refuses it (`Engine::start`).
 //!
-//! Cost: O(1) per packet (a deque push and pop) plus O(1) per aggregate; the deques are
-//! sized for a mailbox's worth per flow when the engine starts.
-
-use std::collections::VecDeque;
+//! Memory: every member is a packet drained from a client mailbox whose slot stays
+//! occupied until the packet is sent or dropped (`arbiter.rs`), so the members stored at
+//! any moment, over all flows, are at most the total capacity of the client mailboxes.
+//! The lists share one pool of that many entries, allocated when the engine starts; the
+//! data path never allocates. (One deque per flow would need that capacity per flow to
+//! never grow: a flow's members are bounded by neither its `limit_pkts`, which counts
+//! aggregates, nor one mailbox, since every client can send to it. With 64 clients of
+//! 512-slot mailboxes that is 32,640 entries of 40 bytes: 1.3 MB shared, 1.3 MB per flow
+//! otherwise.)
+//!
+//! Cost: O(1) per packet (a list append and a pop) plus O(1) per aggregate.
 
 use pspat_io::Pkt;
+
+/// No entry: the end of a list, or a packet stored nowhere.
+const NIL: u32 = u32::MAX;
 
 /// An aggregate: the packet the scheduler sees and how many packets it stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,15 +57,29 @@ pub(crate) struct Aggregate {
     pub(crate) head: Pkt,
     /// Member packets behind it, at least 1.
     pub(crate) members: u32,
+    /// Pool entry of its first member (`NIL`: not stored, aggregation off or a flow the
+    /// engine does not have).
+    first: u32,
+    /// Its flow's last entry before it was opened (`NIL`: none), where a refusal cuts
+    /// the list.
+    before: u32,
 }
 
-/// One flow's share of the aggregator.
-struct FlowMembers {
-    /// Members of this flow's aggregates in the scheduler (and of the one being built),
-    /// in arrival order.
-    pkts: VecDeque<Pkt>,
-    /// Member count of each of this flow's aggregates in the scheduler, oldest first.
-    counts: VecDeque<u32>,
+/// One member in the pool, linked to the next member of its flow (or, free, to the next
+/// free entry).
+#[derive(Clone, Copy, Debug, Default)]
+struct Entry {
+    pkt: Pkt,
+    next: u32,
+    /// In the first member of an accepted aggregate: its member count (0 elsewhere).
+    count: u32,
+}
+
+/// One flow's members, oldest first: pool entries `head` to `tail` (`NIL` when none).
+#[derive(Clone, Copy, Debug)]
+struct FlowList {
+    head: u32,
+    tail: u32,
 }
 
 /// The aggregate being released: its flow and how many of its members are still to go.
@@ -70,28 +94,42 @@ pub(crate) struct Aggregator {
     /// Byte budget of one decision; 0 = aggregation off (then nothing else is used).
     budget_bytes: u64,
     /// Per flow index (empty when off).
-    flows: Vec<FlowMembers>,
+    flows: Vec<FlowList>,
+    /// Every flow's members, and the free entries (empty when off).
+    pool: Vec<Entry>,
+    /// First free entry of `pool` (`NIL`: none).
+    free: u32,
+    /// Members stored.
+    stored: u64,
     /// The aggregate being released, if its members have not all been handed on.
     releasing: Option<Releasing>,
 }
 
 impl Aggregator {
     /// Aggregation with a budget of `budget_bytes` per decision (0: off) for `flows` flows,
-    /// each with room for `per_flow` members before a deque grows.
-    pub(crate) fn new(budget_bytes: u64, flows: usize, per_flow: usize) -> Self {
-        let flows = if budget_bytes > 0 {
-            (0..flows)
-                .map(|_| FlowMembers {
-                    pkts: VecDeque::with_capacity(per_flow),
-                    counts: VecDeque::with_capacity(per_flow),
-                })
-                .collect()
-        } else {
-            Vec::new()
+    /// with room for `capacity` members in all: the total capacity of the client
+    /// mailboxes (see the module docs).
+    pub(crate) fn new(budget_bytes: u64, flows: usize, capacity: usize) -> Self {
+        let on = budget_bytes > 0;
+        // Entries are numbered in 32 bits, NIL excluded.
+        let capacity = if on { capacity.min(NIL as usize) } else { 0 };
+        // Every entry free, each linked to the next.
+        let pool = (1..=capacity)
+            .map(|next| Entry {
+                next: if next < capacity { next as u32 } else { NIL },
+                ..Entry::default()
+            })
+            .collect();
+        let empty = FlowList {
+            head: NIL,
+            tail: NIL,
         };
         Self {
             budget_bytes,
-            flows,
+            flows: if on { vec![empty; flows] } else { Vec::new() },
+            pool,
+            free: if capacity > 0 { 0 } else { NIL },
+            stored: 0,
             releasing: None,
         }
     }
@@ -105,10 +143,13 @@ impl Aggregator {
     /// Starts an aggregate with `p`, just drained, and stores `p` as its first member.
     #[inline]
     pub(crate) fn open(&mut self, p: Pkt) -> Aggregate {
-        self.store(p);
+        let before = self.flows.get(p.flow as usize).map_or(NIL, |f| f.tail);
+        let first = self.store(p);
         Aggregate {
             head: p,
             members: 1,
+            first,
+            before,
         }
     }
 
@@ -130,36 +171,93 @@ impl Aggregator {
         }
     }
 
+    /// Appends `p` to its flow's list; returns its entry (`NIL` for a flow the engine
+    /// does not have, or with aggregation off).
     #[inline(always)]
-    fn store(&mut self, p: Pkt) {
-        if let Some(f) = self.flows.get_mut(p.flow as usize) {
-            f.pkts.push_back(p);
+    fn store(&mut self, p: Pkt) -> u32 {
+        let Some(&FlowList { tail, .. }) = self.flows.get(p.flow as usize) else {
+            return NIL;
+        };
+        let e = self.alloc(Entry {
+            pkt: p,
+            next: NIL,
+            count: 0,
+        });
+        match tail {
+            NIL => self.flows[p.flow as usize].head = e,
+            t => self.pool[t as usize].next = e,
         }
+        self.flows[p.flow as usize].tail = e;
+        self.stored += 1;
+        e
     }
 
-    /// The scheduler accepted `agg`: its count joins its flow's.
+    /// A free entry holding `entry`.
+    #[inline(always)]
+    fn alloc(&mut self, entry: Entry) -> u32 {
+        if self.free == NIL {
+            return self.grow(entry);
+        }
+        let e = self.free;
+        self.free = self.pool[e as usize].next;
+        self.pool[e as usize] = entry;
+        e
+    }
+
+    /// The pool is full: more members than the client mailboxes can hold, which the
+    /// module docs argue cannot happen. Grows rather than lose a packet.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, entry: Entry) -> u32 {
+        debug_assert!(false, "more members than mailbox slots: {}", self.stored);
+        self.pool.push(entry);
+        (self.pool.len() - 1) as u32
+    }
+
+    /// Gives entry `e` back to the pool.
+    #[inline(always)]
+    fn release(&mut self, e: u32) {
+        self.pool[e as usize].next = self.free;
+        self.free = e;
+        self.stored -= 1;
+    }
+
+    /// The scheduler accepted `agg`: its first member records its count.
     #[inline]
     pub(crate) fn accepted(&mut self, agg: &Aggregate) {
-        if let Some(f) = self.flows.get_mut(agg.head.flow as usize) {
-            f.counts.push_back(agg.members);
+        if agg.first != NIL {
+            self.pool[agg.first as usize].count = agg.members;
         }
     }
 
-    /// The scheduler refused an aggregate of `flow` standing for `members` packets: hands
-    /// its members (the newest of the flow) to `discard`, newest first, and returns how
-    /// many it handed: `members`, or 0 for a flow index the engine does not have (nothing
-    /// is stored for it, and such an aggregate is its one packet: [`Self::join`] merges
-    /// nothing into a flow whose largest packet is 0).
-    pub(crate) fn refused(&mut self, flow: u32, members: u32, mut discard: impl FnMut(Pkt)) -> u32 {
-        let mut handed = 0;
-        if let Some(f) = self.flows.get_mut(flow as usize) {
-            for _ in 0..members {
-                if let Some(member) = f.pkts.pop_back() {
-                    discard(member);
-                    handed += 1;
-                }
-            }
+    /// The scheduler refused `agg`: hands its members (the tail of its flow's list, from
+    /// its first member on) to `discard`, oldest first, and returns how many it handed:
+    /// `agg.members`, or 0 for a flow index the engine does not have (nothing is stored
+    /// for it, and such an aggregate is its one packet: [`Self::join`] merges nothing into
+    /// a flow whose largest packet is 0).
+    pub(crate) fn refused(&mut self, agg: &Aggregate, mut discard: impl FnMut(Pkt)) -> u32 {
+        if agg.first == NIL {
+            return 0;
         }
+        let mut handed = 0;
+        let mut e = agg.first;
+        while e != NIL {
+            let entry = self.pool[e as usize];
+            discard(entry.pkt);
+            self.release(e);
+            handed += 1;
+            e = entry.next;
+        }
+        let f = &mut self.flows[agg.head.flow as usize];
+        f.tail = agg.before;
+        match agg.before {
+            NIL => f.head = NIL,
+            b => self.pool[b as usize].next = NIL,
+        }
+        debug_assert_eq!(
+            handed, agg.members,
+            "a refused aggregate is its flow's tail"
+        );
         handed
     }
 
@@ -167,14 +265,14 @@ impl Aggregator {
     /// next, by [`Self::next_member`].
     #[inline]
     pub(crate) fn dequeued(&mut self, flow: u32) {
-        let count = self
-            .flows
-            .get_mut(flow as usize)
-            .and_then(|f| f.counts.pop_front());
-        debug_assert!(count.is_some(), "flow {flow}: an aggregate with no count");
-        self.releasing = count
-            .filter(|&left| left > 0)
-            .map(|left| Releasing { flow, left });
+        let first = self.flows.get(flow as usize).map_or(NIL, |f| f.head);
+        let count = if first == NIL {
+            0
+        } else {
+            self.pool[first as usize].count
+        };
+        debug_assert!(count > 0, "flow {flow}: an aggregate with no count");
+        self.releasing = (count > 0).then_some(Releasing { flow, left: count });
     }
 
     /// The next member of the aggregate being released, if any is left. Taking the last
@@ -187,12 +285,20 @@ impl Aggregator {
         if r.left == 0 {
             self.releasing = None;
         }
-        let member = self.flows.get_mut(flow).and_then(|f| f.pkts.pop_front());
-        debug_assert!(member.is_some(), "flow {flow}: fewer members than counted");
-        if member.is_none() {
+        let f = &mut self.flows[flow];
+        let e = f.head;
+        debug_assert!(e != NIL, "flow {flow}: fewer members than counted");
+        if e == NIL {
             self.releasing = None;
+            return None;
         }
-        member
+        let entry = self.pool[e as usize];
+        f.head = entry.next;
+        if entry.next == NIL {
+            f.tail = NIL;
+        }
+        self.release(e);
+        Some(entry.pkt)
     }
 
     /// Whether an aggregate's release is under way (members still to hand on).
@@ -203,7 +309,7 @@ impl Aggregator {
 
     /// Members still stored: behind aggregates in the scheduler or being released.
     pub(crate) fn members_left(&self) -> u64 {
-        self.flows.iter().map(|f| f.pkts.len() as u64).sum()
+        self.stored
     }
 }
 
@@ -236,7 +342,7 @@ mod tests {
             if offer(&agg) {
                 a.accepted(&agg);
             } else {
-                let handed = a.refused(agg.head.flow, agg.members, |m| dropped.push(m));
+                let handed = a.refused(&agg, |m| dropped.push(m));
                 assert_eq!(handed as usize, dropped.len());
             }
             out.push((agg, dropped));
@@ -327,10 +433,52 @@ mod tests {
             .iter()
             .map(|(_, d)| d.iter().map(|m| m.seq).collect())
             .collect();
-        assert_eq!(dropped, [vec![], vec![3, 2], vec![]]);
+        assert_eq!(dropped, [vec![], vec![2, 3], vec![]]);
         assert_eq!(release(&mut a, 0), [0, 1]);
         assert_eq!(release(&mut a, 0), [4, 5]);
         assert_eq!(a.members_left(), 0);
+    }
+
+    #[test]
+    fn a_refused_first_aggregate_leaves_its_flow_empty() {
+        let mut a = Aggregator::new(250, 2, 8);
+        let pkts: Vec<Pkt> = (0..4).map(|i| pkt(1, i, 100)).collect();
+        let mut n = 0;
+        let built = build(&mut a, &pkts, 1500, |_| {
+            n += 1;
+            n != 1
+        });
+        assert_eq!(built[0].1.iter().map(|m| m.seq).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(a.members_left(), 2);
+        assert_eq!(release(&mut a, 1), [2, 3]);
+        assert_eq!(a.members_left(), 0);
+        // The emptied list takes new members.
+        build(&mut a, &[pkt(1, 4, 100)], 1500, |_| true);
+        assert_eq!(release(&mut a, 1), [4]);
+    }
+
+    #[test]
+    fn the_flows_share_one_pool_that_never_grows() {
+        // Room for 6 members in all, used by three flows in turn, with refusals between:
+        // each round fills the pool and empties it.
+        let mut a = Aggregator::new(250, 3, 6);
+        for round in 0..50u32 {
+            let pkts: Vec<Pkt> = (0..6).map(|i| pkt(i % 3, round * 6 + i, 100)).collect();
+            let mut n = 0;
+            let built = build(&mut a, &pkts, 1500, |_| {
+                n += 1;
+                (n + round) % 4 != 0
+            });
+            let dropped: usize = built.iter().map(|(_, d)| d.len()).sum();
+            assert_eq!(a.members_left() as usize, 6 - dropped);
+            for (g, d) in &built {
+                if d.is_empty() {
+                    assert_eq!(release(&mut a, g.head.flow), [g.head.seq]);
+                }
+            }
+            assert_eq!(a.members_left(), 0);
+        }
+        assert_eq!(a.pool.len(), 6, "the pool grew");
     }
 
     #[test]
@@ -340,7 +488,7 @@ mod tests {
         let mut agg = a.open(pkt(3, 0, 100));
         assert!(!a.join(&mut agg, pkt(3, 1, 100), 0));
         assert_eq!(a.members_left(), 0);
-        assert_eq!(a.refused(3, agg.members, |_| panic!("nothing stored")), 0);
+        assert_eq!(a.refused(&agg, |_| panic!("nothing stored")), 0);
     }
 
     #[test]

@@ -23,12 +23,20 @@
 //! `c % T` and the client's own return mailbox keep that order to the wire.
 //!
 //! State, one small struct per concern, all held inline in [`Arbiter`] (no pointer to
-//! follow on the data path, nothing allocated after [`Arbiter::new`]): [`Drain`] (when
-//! block 1 runs: Delta_A), [`Deactivation`] (which idle clients leave the scan list, and
-//! when), [`Aggregator`] (decision aggregation, `aggregate.rs`), [`Outlet`] (where released
-//! packets go), [`ScanTally`] (what a scan moved, settled once at its end)
-//! and [`Pacing`] (how much a scan releases and how the loop waits), beside the service,
-//! the client ports and the state shared with the other threads.
+//! follow on the data path): [`Drain`] (when block 1 runs: Delta_A), [`Deactivation`]
+//! (which idle clients leave the scan list, and when), [`Aggregator`] (decision
+//! aggregation, `aggregate.rs`), [`Outlet`] (where released packets go), [`ScanTally`]
+//! (what a scan moved, settled once at its end) and [`Pacing`] (how much a scan releases
+//! and how the loop waits), beside the service, the client ports and the state shared with
+//! the other threads.
+//!
+//! Allocation: [`Arbiter::new`] sizes every buffer of the arbiter's for the most it can
+//! ever hold, so none grows on the data path: the lists of clients for one entry per
+//! client (a client enters each at most once per drain or scan), the aggregator's members
+//! for every slot of every client mailbox (a packet in the scheduler holds its slot).
+//! The service may allocate: a dummynet-style configuration creates a scheduler instance
+//! when a mask first sees its key (`dummynet.rs`); [`Single`](crate::service::Single)
+//! does not.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +50,7 @@ use crate::shared::Shared;
 use crate::tx::Transmitter;
 use crate::wake::publish_fence;
 use pspat_io::{Backend, Pkt};
-use pspat_mailbox::{Consumer, Producer};
+use pspat_mailbox::{Config as MailboxConfig, Consumer, Producer};
 
 /// How much earlier than `link_idle` a link sleep ends (at most), to absorb wake-up
 /// latency. Waits shorter than `EngineConfig::link_spin_ns` are spun instead.
@@ -84,6 +92,8 @@ pub(crate) struct ClientPort {
     drained_seen: u64,
     /// Last time the mailbox had something, ns.
     last_busy_ns: u64,
+    /// Client hand-off mode: already in this scan's [`Output::Clients`] list.
+    touched: bool,
     /// Packets (and their bytes) that left the scheduler in this scan: their slots are
     /// given back and the client's `scheduled` counters published at the scan's end
     /// ([`Arbiter::release_slots`]), once per client per scan, not per packet.
@@ -101,6 +111,7 @@ impl ClientPort {
             cleared,
             drained_seen: 0,
             last_busy_ns: 0,
+            touched: false,
             departed: 0,
             departed_bytes: 0,
             failed: 0,
@@ -118,7 +129,8 @@ pub(crate) enum Output {
         mailboxes: Vec<Producer<Pkt>>,
         touched: Vec<bool>,
     },
-    /// Each client's return mailbox (in [`ClientPort::cleared`]); which were touched.
+    /// Each client's return mailbox (in [`ClientPort::cleared`]); which were touched in
+    /// this scan, each once ([`ClientPort::touched`]).
     Clients { touched: Vec<u32> },
 }
 
@@ -221,6 +233,15 @@ impl<V: Service> Arbiter<V> {
             tx.leave_sent_counts_to_caller();
         }
         let n_clients = ports.len();
+        // What all the clients can have in the scheduler at once: every packet in it holds
+        // a slot of its client's mailbox until it is sent or dropped.
+        let mailbox_slots = n_clients.saturating_mul(
+            MailboxConfig {
+                entries: cfg.mailbox_entries,
+                line_bytes: cfg.line_bytes,
+            }
+            .capacity::<Pkt>(),
+        );
         Self {
             svc,
             ports,
@@ -236,7 +257,7 @@ impl<V: Service> Arbiter<V> {
                 found: Vec::with_capacity(n_clients),
                 next_ns: 0,
             },
-            agg: Aggregator::new(cfg.aggregate_bytes(), cfg.flows.len(), cfg.mailbox_entries),
+            agg: Aggregator::new(cfg.aggregate_bytes(), cfg.flows.len(), mailbox_slots),
             out: Outlet {
                 to: out,
                 stash: None,
@@ -272,7 +293,7 @@ impl<V: Service> Arbiter<V> {
         }
         outcome.sent = self.release(now);
         self.release_slots();
-        self.out.hand_off(&self.shared);
+        self.out.hand_off(&self.shared, &mut self.ports);
         outcome
     }
 
@@ -452,7 +473,7 @@ impl<V: Service> Arbiter<V> {
         match self.svc.enqueue(p, now) {
             Ok(()) => true,
             Err(reason) => {
-                self.refused(p, 1, reason);
+                self.refused(p, 1, reason, None);
                 false
             }
         }
@@ -471,15 +492,22 @@ impl<V: Service> Arbiter<V> {
                     .add(u64::from(agg.members));
                 self.tally.entered += 1;
             }
-            Err(reason) => self.refused(agg.head, agg.members, reason),
+            Err(reason) => self.refused(agg.head, agg.members, reason, Some(&agg)),
         }
     }
 
-    /// The scheduler refused `p` (standing for `k` packets): counted against the client,
-    /// signalled to it, each packet's buffer discarded once, slots given back.
+    /// The scheduler refused `p` (standing for `k` packets, the members of `agg` when it
+    /// is an aggregate): counted against the client, signalled to it, each packet's buffer
+    /// discarded once, slots given back.
     #[cold]
     #[inline(never)]
-    fn refused(&mut self, p: Pkt, k: u32, reason: crate::stats::ArbiterDrop) {
+    fn refused(
+        &mut self,
+        p: Pkt,
+        k: u32,
+        reason: crate::stats::ArbiterDrop,
+        agg: Option<&Aggregate>,
+    ) {
         let c = p.client as usize;
         let counters = &self.shared.counters[c];
         counters.arbiter.0.dropped[reason.slot()].add(u64::from(k));
@@ -488,11 +516,9 @@ impl<V: Service> Arbiter<V> {
         // An aggregate's members are discarded one by one (its head stands for all of them,
         // with their summed length); a packet the aggregator stored nothing for (a flow
         // index the engine does not have) is its own only member.
-        let handed = if self.agg.enabled() {
-            self.agg
-                .refused(p.flow, k, |member| backend.discard(&[member]))
-        } else {
-            0
+        let handed = match agg {
+            Some(agg) => self.agg.refused(agg, |member| backend.discard(&[member])),
+            None => 0,
         };
         if handed == 0 {
             debug_assert_eq!(k, 1, "an aggregate of {k} with no stored members");
@@ -712,7 +738,9 @@ impl Outlet {
                     self.stash = Some(p);
                     return false;
                 }
-                if touched.last() != Some(&p.client) {
+                if !port.touched {
+                    // Once per client per scan: within the capacity reserved.
+                    port.touched = true;
                     touched.push(p.client);
                 }
                 true
@@ -721,7 +749,7 @@ impl Outlet {
     }
 
     /// Block 3: send, or notify the dispatchers / clients that received packets.
-    fn hand_off(&mut self, shared: &Shared) {
+    fn hand_off(&mut self, shared: &Shared, ports: &mut [ClientPort]) {
         match &mut self.to {
             Output::Arbiter(tx) => tx.flush(),
             Output::Dispatchers { touched, .. } => {
@@ -738,6 +766,7 @@ impl Outlet {
                 if !touched.is_empty() {
                     publish_fence();
                     for c in touched.drain(..) {
+                        ports[c as usize].touched = false;
                         shared.clients[c as usize].0.wake();
                     }
                 }
