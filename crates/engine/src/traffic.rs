@@ -1,11 +1,11 @@
 //! Packet sources for client threads: a rate (or greedy), packet sizes, bursts, a flow.
 //!
 //! A source (a [`TrafficSpec`]) decides when the next burst is due and how long each
-//! packet is; [`drive`] runs one on a client until told to stop. Paced sources are
-//! open-loop (like UDP): a packet refused by a full mailbox is counted as `refused` and not
-//! retried, so the offered load stays what was configured. Greedy sources are closed-loop:
-//! they retry, backing off briefly, so they always have a packet waiting (the backlogged
-//! senders of the papers).
+//! packet is; [`drive`] runs one on a client until told to stop (`pspat run`'s tenants).
+//! Paced sources are open-loop (like UDP): a packet refused by a full mailbox is counted as
+//! `refused` and not retried, so the offered load stays what was configured. Greedy
+//! sources are closed-loop: they retry after a pause of [`DRIVE_FULL_PAUSE`], so they
+//! always have a packet waiting (the backlogged senders of the papers).
 //!
 //! The architecture benchmark (`pspat bench arch`) runs two sources of its own, as lean as
 //! a client loop can be so that they measure the architecture and not the generator:
@@ -192,7 +192,8 @@ pub struct SourceStats {
     pub accepted: u64,
     /// Paced sources: packets refused by a full mailbox and not retried.
     pub refused: u64,
-    /// Greedy sources: times the mailbox was full and the source backed off.
+    /// Greedy sources: times the mailbox was full and the source waited before retrying
+    /// ([`Submit::back_off`] in [`greedy`], [`Submit::pause`] in [`drive`]).
     pub backoffs: u64,
     /// Scheduler drops reported back through `submit` (backpressure).
     pub dropped_reported: u64,
@@ -203,29 +204,30 @@ pub struct SourceStats {
 
 /// Anything a source can drive: the PSPAT client, or the lock-based baseline's client.
 ///
-/// The two ways of waiting differ in what the client expects to happen meanwhile:
-/// [`Submit::pause`] is for a source with nothing to send for a while (a paced source
-/// before its next packet, [`drive`]'s greedy source after a refusal), and
-/// [`Submit::back_off`] for a source that wants to send now but found its mailbox full.
-/// The architecture benchmark's figures depend on both (a sleep where a yield was meant
-/// leaves the mailbox empty for a timer's slack), so each implementation says what it does
-/// and why.
+/// The two ways of waiting differ in what the source wants to happen meanwhile:
+/// [`Submit::pause`] waits for a given time, leaving the CPU to the other threads (a paced
+/// source before its next packet; [`drive`]'s greedy source on a full mailbox, which is
+/// a load that gives way, see [`DRIVE_FULL_PAUSE`]); [`Submit::back_off`] lets the
+/// threads that free slots run and returns as soon as it can, for a source whose figure
+/// is how fast the mailbox is refilled ([`greedy`], the architecture benchmark's). The
+/// benchmark's figures depend on both (a sleep where a yield was meant leaves the mailbox
+/// empty for a timer's slack), so each implementation says what it does and why.
 pub trait Submit {
     /// Submits one packet stamped `now_ns`.
     fn submit_at(&mut self, flow: u32, len: u32, now_ns: u64) -> Result<Accepted, SubmitError>;
     /// The time to stamp packets with and to pace by: [`clock::now_ns`], the engine
-    /// clock. ([`greedy`] and [`periodic`] read time only here, so that a test's client can
-    /// run them on a clock of its own.)
+    /// clock. (The sources read time only here, so that a test's client can run them on
+    /// a clock of its own.)
     #[inline(always)]
     fn now_ns(&self) -> u64 {
         clock::now_ns()
     }
-    /// Nothing to send for `timeout`: waits that long (transmitting cleared packets if
-    /// this client does that), without spinning.
+    /// Waits `timeout` (transmitting cleared packets if this client does that), without
+    /// spinning.
     fn pause(&mut self, timeout: Duration);
-    /// The mailbox is full and the source has a packet waiting: lets the threads that free
-    /// slots run, for at most about `at_most`. The default pauses, which always lets them
-    /// run; the engine's clients do better.
+    /// The mailbox is full and the source wants to send again as soon as a slot comes
+    /// back: lets the threads that free slots run, for at most about `at_most`. The
+    /// default pauses, which always lets them run; the engine's clients do better.
     fn back_off(&mut self, at_most: Duration) {
         self.pause(at_most);
     }
@@ -275,9 +277,16 @@ impl Submit for Client {
     }
 }
 
-/// Back-off of a greedy source facing a full mailbox: short enough to keep the mailbox
-/// fed, long enough to leave the CPU to the arbiter on small machines.
-const GREEDY_BACKOFF: Duration = Duration::from_micros(20);
+/// How long [`drive`]'s greedy source pauses ([`Submit::pause`], a sleep) when its mailbox
+/// is full. `pspat run`'s tenants are a load, not a measurement: one thread per client,
+/// as many as the scenario has, on a machine whose CPUs the arbiter shares with them. A
+/// greedy source that yielded instead (as [`greedy`] does, to measure how fast the
+/// mailbox refills) would keep every one of them runnable and take CPU time from the
+/// arbiter that frees its slots; sleeping gives it way. 20 us (plus the timer's slack,
+/// 50 us by default) is short against what a full mailbox holds (a 512-slot mailbox's 510
+/// packets of 1500 bytes take 612 us at 10 Gbit/s), so the mailbox does not run dry
+/// meanwhile.
+pub const DRIVE_FULL_PAUSE: Duration = Duration::from_micros(20);
 /// Paced sources sleep when the next burst is further than this; otherwise they spin.
 const SPIN_BELOW_NS: u64 = 60_000;
 
@@ -286,10 +295,10 @@ pub fn drive<C: Submit>(client: &mut C, spec: &TrafficSpec, stop: &AtomicBool) -
     let mut rng = SplitMix(spec.seed);
     let mut stats = SourceStats::default();
     let interval = spec.interval_ns();
-    let mut next_ns = clock::now_ns();
+    let mut next_ns = client.now_ns();
     // ORDERING: Relaxed: the stop flag carries no data.
     while !stop.load(Ordering::Relaxed) {
-        let now = clock::now_ns();
+        let now = client.now_ns();
         match interval {
             None => {
                 let len = spec.size.sample(&mut rng);
@@ -306,7 +315,7 @@ pub fn drive<C: Submit>(client: &mut C, spec: &TrafficSpec, stop: &AtomicBool) -
                         }
                         Err(SubmitError::MailboxFull) => {
                             stats.backoffs += 1;
-                            client.pause(GREEDY_BACKOFF);
+                            client.pause(DRIVE_FULL_PAUSE);
                             if stop.load(Ordering::Relaxed) {
                                 return stats;
                             }
@@ -361,8 +370,9 @@ pub const GREEDY_BACK_OFF: Duration = Duration::from_micros(50);
 
 /// The architecture benchmark's greedy client: submits `len`-byte packets on `flow` as
 /// fast as the mailbox takes them until `stop` is set or the client refuses for good
-/// (stopped engine, bad length). A full mailbox makes it [`Submit::back_off`] (counted as
-/// `backoffs`) and retry with a fresh stamp.
+/// (stopped engine, bad length, or a packet the client's rules filter: every packet is
+/// the same, so every one would be; counted in `filtered`). A full mailbox makes it
+/// [`Submit::back_off`] (counted as `backoffs`) and retry with a fresh stamp.
 pub fn greedy<C: Submit>(client: &mut C, flow: u32, len: u32, stop: &AtomicBool) -> SourceStats {
     let mut stats = SourceStats::default();
     let mut now = client.now_ns();
@@ -384,7 +394,10 @@ pub fn greedy<C: Submit>(client: &mut C, flow: u32, len: u32, stop: &AtomicBool)
                 client.back_off(GREEDY_BACK_OFF);
                 until_stamp = 0;
             }
-            Err(SubmitError::Filtered(_)) => stats.filtered += 1,
+            Err(SubmitError::Filtered(_)) => {
+                stats.filtered += 1;
+                break;
+            }
             Err(_) => break,
         }
     }
@@ -657,6 +670,27 @@ mod tests {
             "{}",
             c.reads.get()
         );
+    }
+
+    /// A client whose rules filter every packet.
+    struct Denied(u32);
+    impl Submit for Denied {
+        fn submit_at(&mut self, _flow: u32, _len: u32, _now: u64) -> Result<Accepted, SubmitError> {
+            self.0 += 1;
+            Err(SubmitError::Filtered(
+                pspat_config::classify::DropCause::NoRuleMatched,
+            ))
+        }
+        fn pause(&mut self, _t: Duration) {}
+    }
+
+    #[test]
+    fn greedy_stops_at_a_filtered_packet() {
+        // Every packet is the same, so every one would be filtered: no spinning on them.
+        let stop = AtomicBool::new(false);
+        let mut c = Denied(0);
+        let st = greedy(&mut c, 0, 60, &stop);
+        assert_eq!((c.0, st.filtered, st.accepted), (1, 1, 0));
     }
 
     #[test]
