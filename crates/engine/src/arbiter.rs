@@ -639,8 +639,6 @@ impl<V: Service> Arbiter<V> {
                 let wait = self.svc.wake_at_ns().saturating_sub(clock::now_ns());
                 if wait >= self.pace.link_spin_ns && wait > 0 {
                     self.sleep_link(wait - SLEEP_EARLY_NS.min(wait / 2));
-                    // A voluntary wait is not a drain gap.
-                    stalls.restart(clock::now_ns());
                 } else {
                     std::hint::spin_loop();
                 }
@@ -663,9 +661,11 @@ impl<V: Service> Arbiter<V> {
             let t0 = clock::now_ns();
             let c = &self.shared.arbiter_counters.0;
             c.idle_sleeps.add(1);
+            // A voluntary wait is not a drain gap.
+            stalls.wait_begins(t0);
             parker.sleep(Some(IDLE_BLOCK));
             let t1 = clock::now_ns();
-            stalls.restart(t1);
+            stalls.wait_ends(t1);
             c.slept_ns.add(t1 - t0);
             idle_since = None;
         }
@@ -687,8 +687,12 @@ impl<V: Service> Arbiter<V> {
         let t0 = clock::now_ns();
         let c = &self.shared.arbiter_counters.0;
         c.link_sleeps.add(1);
+        // A voluntary wait is not a drain gap.
+        c.stalls.wait_begins(t0);
         std::thread::sleep(Duration::from_nanos(ns));
-        c.slept_ns.add(clock::now_ns() - t0);
+        let t1 = clock::now_ns();
+        c.stalls.wait_ends(t1);
+        c.slept_ns.add(t1 - t0);
     }
 
     /// Whether every client mailbox is empty (for a draining stop).

@@ -19,16 +19,22 @@
 //!
 //! ## The span of a difference
 //!
-//! A gap is counted when it ends, whole. The difference of two snapshots therefore counts
-//! gaps that began before the earlier one: an arbiter descheduled for 50 ms across the
-//! earlier snapshot brings all 50 ms into the difference, and on a loaded machine the
-//! gaps of a 100 ms window added up to more than 100 ms. So each snapshot carries the
-//! interval its counts belong to: `from_ns`, where the interval still open when it was
-//! read began (the last drain, or the end of the last voluntary wait), and `to_ns`, when it
-//! was read. Every gap counted in `later.since(earlier)` lies within
-//! `[earlier.from_ns, later.to_ns]` ([`Stalls::span_ns`]), which [`Stalls::summary`] takes
-//! as the span when it is longer than the one it is given: time in gaps never exceeds
-//! the span it is a percentage of. (The reasoning is at [`StallCounters::snapshot`].)
+//! Invariant: the gaps of `later.since(earlier)` add up to no more than the span
+//! [`Stalls::summary`] divides them by, so that `stalled_pct` is at most 100 and the wait
+//! quantiles are not inflated.
+//!
+//! The snapshots' distance alone does not keep it: a gap is counted when it ends, whole,
+//! so one in progress at the earlier snapshot began before it. So each snapshot carries an
+//! interval: `to_ns`, the clock after its counts were read (each gap in them had ended),
+//! and `from_ns`, a time no gap counted after its read begins before: where the interval
+//! still open began (the arbiter's last drain), or, when the arbiter was in a voluntary
+//! wait, the snapshot's own time (the next interval opens when the wait ends, never before
+//! the last snapshot's time: [`StallCounters::wait_ends`]). Every gap of the difference
+//! then lies within `[earlier.from_ns, later.to_ns]` ([`Stalls::span_ns`]), and
+//! `summary(span)` divides by the longer of `span` and that: the caller's span is widened
+//! by as much of a gap in progress at the earlier snapshot as fell before it, and not at
+//! all when the arbiter was waiting then. (The reasoning is at
+//! [`StallCounters::snapshot`].)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -49,16 +55,26 @@ fn bucket(gap_ns: u64) -> usize {
     k.min(BUCKETS - 1)
 }
 
+/// Set in `open_since_ns` while the arbiter is in a voluntary wait (no interval is open);
+/// the clock never reaches it (2^63 ns is 292 years).
+const WAITING: u64 = 1 << 63;
+
 /// The arbiter's drain-gap counters (arbiter-written).
 #[derive(Debug, Default)]
 pub struct StallCounters {
     count: [Counter; BUCKETS],
     ns: [Counter; BUCKETS],
-    /// Where the interval in progress began, ns on [`clock::now_ns`]: the last drain, or the
-    /// end of the last voluntary wait (0 before the first). Written by the arbiter (Release,
-    /// after the buckets of the gap that ended there), read by itself (Relaxed) and by
-    /// [`StallCounters::snapshot`] (Acquire). Never decreases.
+    /// Where the interval in progress began, ns on [`clock::now_ns`]: the last drain, or
+    /// the end of the last voluntary wait (0 before the first); during a voluntary wait,
+    /// its start with [`WAITING`] set. Written by the arbiter only: Release stores after
+    /// the bucket writes of the gap that ended there, and one SeqCst store as a wait ends
+    /// ([`StallCounters::wait_ends`]); read by itself (Relaxed) and by
+    /// [`StallCounters::snapshot`] (SeqCst). Its time never decreases.
     open_since_ns: AtomicU64,
+    /// The clock reading of the latest [`StallCounters::snapshot`], ns: where the interval
+    /// after a wait opens at the earliest. Raised by every snapshot (SeqCst `fetch_max`,
+    /// any thread), read by the arbiter as a wait ends (SeqCst).
+    read_ns: AtomicU64,
 }
 
 impl StallCounters {
@@ -68,16 +84,18 @@ impl StallCounters {
     pub fn drained(&self, now_ns: u64) {
         // ORDERING: Relaxed: only this thread writes `open_since_ns`.
         let since = self.open_since_ns.load(Ordering::Relaxed);
+        debug_assert_eq!(since & WAITING, 0, "a drain inside a voluntary wait");
         if now_ns > since {
             self.gap(now_ns - since);
-            // ORDERING: Release, after the gap's bucket writes: pairs with the Acquire load
-            // in `snapshot`, which then sees the buckets of every gap ended by `now_ns`.
+            // ORDERING: Release, after the gap's bucket writes: pairs with the SeqCst (so
+            // at least Acquire) load in `snapshot`, which then sees the buckets of every
+            // gap ended by `now_ns`.
             self.open_since_ns.store(now_ns, Ordering::Release);
         }
     }
 
-    /// The interval in progress starts at `now_ns` without a gap being counted: the end
-    /// of a voluntary wait (a link sleep, an idle block), or the start of the loop.
+    /// The interval in progress starts at `now_ns` without a gap being counted: the
+    /// start of the arbiter's loop (or of floor mode's spinner).
     #[inline]
     pub fn restart(&self, now_ns: u64) {
         // ORDERING: Relaxed: own variable (see `drained`).
@@ -86,6 +104,38 @@ impl StallCounters {
             // reader's argument only needs every store of this variable to be one).
             self.open_since_ns.store(now_ns, Ordering::Release);
         }
+    }
+
+    /// The arbiter starts a voluntary wait (a link sleep, an idle block) at `now_ns`:
+    /// the interval in progress closes without a gap, and none opens until
+    /// [`StallCounters::wait_ends`].
+    #[inline]
+    pub fn wait_begins(&self, now_ns: u64) {
+        // ORDERING: Relaxed: own variable (see `drained`).
+        let since = self.open_since_ns.load(Ordering::Relaxed) & !WAITING;
+        // ORDERING: Release, as in `drained`: a snapshot that reads the flag sees every
+        // gap counted before the wait.
+        self.open_since_ns
+            .store(now_ns.max(since) | WAITING, Ordering::Release);
+    }
+
+    /// The voluntary wait ends at `now_ns`: the next interval opens then, or at the last
+    /// snapshot's time if that is later (a snapshot taken during the wait may have read
+    /// the clock after this thread did; the few nanoseconds between are not counted).
+    #[inline]
+    pub fn wait_ends(&self, now_ns: u64) {
+        // ORDERING: Relaxed: own variable (see `drained`).
+        let start = self.open_since_ns.load(Ordering::Relaxed) & !WAITING;
+        // ORDERING: SeqCst store (the flag cleared, the time a lower bound of every later
+        // gap), then SeqCst load of `read_ns`: with the SeqCst `fetch_max` and load in
+        // `snapshot`, a snapshot that still saw the flag raised `read_ns` before this load
+        // reads it (the argument is at `snapshot`).
+        self.open_since_ns.store(start, Ordering::SeqCst);
+        // ORDERING: SeqCst, see above.
+        let read = self.read_ns.load(Ordering::SeqCst);
+        // ORDERING: Release, as in `drained`.
+        self.open_since_ns
+            .store(now_ns.max(read).max(start), Ordering::Release);
     }
 
     /// Counts a gap of `gap_ns` if it is at least [`STALL_MIN_NS`] (without moving the
@@ -107,16 +157,37 @@ impl StallCounters {
 
     /// The counters now, with the interval they belong to.
     ///
-    /// `from_ns` is read first: its Acquire load pairs with the Release store of the
-    /// drain that wrote it, so the buckets read next hold at least every gap that ended by
-    /// then; a gap not yet in them ends later, and so begins at or after `from_ns`
-    /// (`open_since_ns` never decreases). `to_ns` is read from the clock after the buckets:
-    /// each gap in them had ended (it is counted at its end) before they were read. So a
-    /// difference `later.since(earlier)` counts only gaps inside
+    /// `to_ns` is read from the clock after the buckets: each gap in them had ended (it is
+    /// counted at its end) before they were read. `from_ns` bounds from below where any
+    /// gap not yet in the buckets begins, read (SeqCst, so at least Acquire) before them:
+    ///
+    /// - `open_since_ns` holds a time `t`: the store that wrote it came after the bucket
+    ///   writes of every gap that ended by `t`, and those are visible in the buckets read
+    ///   next. A gap not in them ends later, and begins at or after `t`, since
+    ///   `open_since_ns`'s time never decreases. `from_ns` is `t`.
+    /// - it holds the wait flag: every gap counted before the wait is in the buckets, and
+    ///   the next begins where the wait's end opens the next interval. This thread read the
+    ///   clock (`now`) and raised `read_ns` to it before its load; the load read a value
+    ///   earlier than the SeqCst store that clears the flag, so it precedes that store in
+    ///   the single total order of SeqCst operations, and the arbiter's SeqCst load of
+    ///   `read_ns` after that store follows the raise and reads `now` or more. The interval
+    ///   opens at or after it: `from_ns` is `now` (or the wait's start if later).
+    ///
+    /// So a difference `later.since(earlier)` counts only gaps inside
     /// `[earlier.from_ns, later.to_ns]`.
     pub fn snapshot(&self) -> Stalls {
-        // ORDERING: Acquire, pairs with the Release stores in `drained` and `restart`.
-        let from_ns = self.open_since_ns.load(Ordering::Acquire);
+        let now = clock::now_ns();
+        // ORDERING: SeqCst, before the SeqCst load below: pairs with the SeqCst store and
+        // load in `wait_ends` (see above).
+        self.read_ns.fetch_max(now, Ordering::SeqCst);
+        // ORDERING: SeqCst (at least Acquire: pairs with the Release stores in `drained`,
+        // `restart`, `wait_begins` and `wait_ends`; SeqCst for the wait case above).
+        let open = self.open_since_ns.load(Ordering::SeqCst);
+        let from_ns = if open & WAITING != 0 {
+            now.max(open & !WAITING)
+        } else {
+            open
+        };
         let count = std::array::from_fn(|k| self.count[k].get());
         let ns = std::array::from_fn(|k| self.ns[k].get());
         Stalls {
@@ -150,7 +221,8 @@ pub struct Stalls {
     /// Their total length per bucket, ns.
     pub ns: [u64; BUCKETS],
     /// Start of the interval, ns on [`clock::now_ns`]: for a snapshot, where the interval
-    /// in progress when it was read began; for a difference, the earlier one's.
+    /// in progress when it was read began (its own time if the arbiter was in a voluntary
+    /// wait); for a difference, the earlier one's.
     pub from_ns: u64,
     /// End of the interval: when the snapshot was read (the later one's, for a
     /// difference).
@@ -184,17 +256,18 @@ impl Stalls {
         self.ns.iter().sum()
     }
 
-    /// The span [`Stalls::summary`] divides by when given `span_ns`: the longer of it and
-    /// the counters' own span, at least 1 ns.
-    pub fn summary_span_ns(&self, span_ns: u64) -> u64 {
+    /// The span [`Stalls::summary`] divides by when given `span_ns`: `span_ns` widened to
+    /// the counters' own [`Stalls::span_ns`] when that is longer, at least 1 ns.
+    pub fn widened_span_ns(&self, span_ns: u64) -> u64 {
         span_ns.max(self.span_ns()).max(1)
     }
 
-    /// The figures of these gaps over a span of `span_ns`, or over their own
-    /// [`Stalls::span_ns`] when that is longer (a gap in progress at the earlier snapshot
-    /// is counted from its start, before the caller's window), and at least 1 ns.
+    /// The figures of these gaps over a span of `span_ns`, widened to their own
+    /// [`Stalls::span_ns`] when that is longer ([`Stalls::widened_span_ns`]: a gap in
+    /// progress at the earlier snapshot is counted from its start, before the caller's
+    /// window), so that the time in gaps never exceeds the span it is set against.
     pub fn summary(&self, span_ns: u64) -> StallSummary {
-        let span_ns = self.summary_span_ns(span_ns);
+        let span_ns = self.widened_span_ns(span_ns);
         StallSummary {
             gaps: self.gaps(),
             stalled_pct: self.stalled_ns() as f64 * 100.0 / span_ns as f64,
@@ -254,6 +327,7 @@ impl Stalls {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn short_gaps_are_not_counted_and_long_ones_are_bucketed() {
@@ -332,17 +406,18 @@ mod tests {
         assert_eq!(sum.longest_at_least_ns, 1 << 20);
     }
 
-    /// The case that gave `bench arch` a stalled_pct of 106 on a loaded machine: a gap in
-    /// progress at the earlier snapshot is counted whole in the difference, so its time
-    /// must be set against a span that holds all of it, not the snapshots' distance.
+    /// The invariant of the module docs when a gap is in progress at the earlier
+    /// snapshot: it is counted whole in the difference, so the span divided by reaches
+    /// back to where it began, and the time in gaps stays within it however much of the
+    /// gap fell before the caller's window.
     #[test]
     fn a_gap_across_the_earlier_snapshot_stays_inside_the_span() {
         let c = StallCounters::default();
         c.restart(clock::now_ns());
         // The "arbiter" is away 30 ms before the earlier snapshot and 5 ms after it.
-        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::thread::sleep(Duration::from_millis(30));
         let a = c.snapshot();
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(5));
         c.drained(clock::now_ns());
         let b = c.snapshot();
         let d = b.since(&a);
@@ -363,20 +438,74 @@ mod tests {
         );
     }
 
+    /// A snapshot taken while the arbiter waits (no gap in progress) starts its interval
+    /// at its own time, not at the drain before the wait: the gaps after the wait are set
+    /// against the caller's window, not against a span widened by the wait.
+    #[test]
+    fn a_snapshot_inside_a_wait_does_not_widen_the_span() {
+        let c = StallCounters::default();
+        c.restart(clock::now_ns());
+        c.drained(clock::now_ns());
+        c.wait_begins(clock::now_ns());
+        std::thread::sleep(Duration::from_millis(30));
+        let before_a = clock::now_ns();
+        let a = c.snapshot();
+        assert!(a.from_ns >= before_a, "{a:?} read after {before_a}");
+        c.wait_ends(clock::now_ns());
+        // Away 5 ms after the wait.
+        std::thread::sleep(Duration::from_millis(5));
+        c.drained(clock::now_ns());
+        let b = c.snapshot();
+        let d = b.since(&a);
+        assert_eq!(d.gaps(), 1);
+        assert!(d.stalled_ns() <= d.span_ns(), "{d:?}");
+        assert!(
+            d.span_ns() <= b.to_ns - before_a,
+            "widened by the wait: {d:?}"
+        );
+    }
+
+    /// An arbiter that read the clock to end its wait before a snapshot did, but cleared
+    /// the wait after that snapshot read the flag, opens its next interval no earlier than
+    /// the snapshot's time: the gap that follows stays inside the snapshot's span.
+    #[test]
+    fn a_wait_ended_across_a_snapshot_opens_after_it() {
+        let c = StallCounters::default();
+        c.restart(clock::now_ns());
+        c.wait_begins(clock::now_ns());
+        let woke = clock::now_ns();
+        std::thread::sleep(Duration::from_millis(2));
+        let a = c.snapshot();
+        c.wait_ends(woke);
+        std::thread::sleep(Duration::from_millis(5));
+        c.drained(clock::now_ns());
+        let b = c.snapshot();
+        let d = b.since(&a);
+        assert_eq!(d.gaps(), 1);
+        assert!(d.stalled_ns() <= d.span_ns(), "{d:?}");
+    }
+
     #[test]
     fn voluntary_waits_and_repeated_times_count_no_gap() {
         let c = StallCounters::default();
         c.restart(1_000);
         c.restart(1_000_000_000);
         c.drained(1_000_000_000);
-        c.drained(1_000_000_100);
+        // A second of waiting is no gap, and neither is what is left of the drain
+        // interval before it.
+        c.wait_begins(1_000_050_000);
+        c.wait_ends(2_000_000_000);
+        c.drained(2_000_000_100);
+        c.wait_begins(2_000_000_200);
+        c.wait_ends(2_000_000_300);
+        c.drained(2_000_000_400);
         let s = c.snapshot();
         assert_eq!(s.gaps(), 0);
-        assert_eq!(s.from_ns, 1_000_000_100);
+        assert_eq!(s.from_ns, 2_000_000_400);
         // An earlier time never moves the interval back.
         c.restart(5);
         c.drained(7);
-        assert_eq!(c.snapshot().from_ns, 1_000_000_100);
+        assert_eq!(c.snapshot().from_ns, 2_000_000_400);
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn point(n: usize, duration: Duration, pin: bool) -> Result<FloorPoint, ArchErro
         let gaps = b.since(&a);
         FloorPoint {
             clients: n,
-            span_ns: gaps.summary_span_ns(t1 - t0),
+            span_ns: gaps.widened_span_ns(t1 - t0),
             gaps: gaps.summary(t1 - t0),
         }
     });
