@@ -26,15 +26,15 @@
 //! The snapshots' distance alone does not keep it: a gap is counted when it ends, whole,
 //! so one in progress at the earlier snapshot began before it. So each snapshot carries an
 //! interval: `to_ns`, the clock after its counts were read (each gap in them had ended),
-//! and `from_ns`, a time no gap counted after its read begins before: where the interval
-//! still open began (the arbiter's last drain), or, when the arbiter was in a voluntary
-//! wait, the snapshot's own time (the next interval opens when the wait ends, never before
-//! the last snapshot's time: [`StallCounters::wait_ends`]). Every gap of the difference
-//! then lies within `[earlier.from_ns, later.to_ns]` ([`Stalls::span_ns`]), and
-//! `summary(span)` divides by the longer of `span` and that: the caller's span is widened
-//! by as much of a gap in progress at the earlier snapshot as fell before it, and not at
-//! all when the arbiter was waiting then. (The reasoning is at
-//! [`StallCounters::snapshot`].)
+//! and `from_ns`, a time no gap counted after the snapshot begins before: where the
+//! interval still open began (the arbiter's last drain), or, when the arbiter was in a
+//! voluntary wait, the snapshot's own time (the next interval opens when the wait ends,
+//! never before the last snapshot's time: [`StallCounters::wait_ends`]). Every gap of the
+//! difference then lies within `[earlier.from_ns, later.to_ns]` ([`Stalls::span_ns`]),
+//! and `summary(span)` divides by the longer of `span` and that: the caller's span is
+//! widened by the part of the interval in progress at the earlier snapshot that came
+//! before it (a gap, or the microseconds since a drain), and not at all when the arbiter
+//! was waiting then. (The reasoning is at [`StallCounters::snapshot`].)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
