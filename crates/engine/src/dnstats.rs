@@ -38,7 +38,7 @@ use pspat_units::{HumanBandwidth, HumanRate};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
-use crate::dummynet::{Dummynet, Instance};
+use crate::dummynet::{Dummynet, Instance, NONE};
 use crate::stats::ArbiterDrop;
 
 /// Which configured scheduler: a `sched N` of the configuration, or the implicit scheduler
@@ -394,32 +394,41 @@ impl DummynetStats {
     /// key, queues by class and key.
     pub(crate) fn of(d: &Dummynet, now: u64) -> DummynetStats {
         let schedulers = d
-            .schedulers()
+            .scheds
             .iter()
             .map(|st| {
-                let mut instances: Vec<InstanceStats> = d
-                    .instances_of(st)
-                    .map(|(id, key, inst)| InstanceStats::of(d, id, key, inst))
+                let mut instances: Vec<InstanceStats> = st
+                    .inst_ids
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &id)| id != NONE)
+                    .filter_map(|(slot, &id)| {
+                        let inst = d.instances[id as usize].as_ref()?;
+                        let key = st.instances.key(slot as u32)?;
+                        Some(InstanceStats::of(d, id, key, inst))
+                    })
                     .collect();
                 instances.sort_by_key(|i| i.key.to_words());
-                let config = st.config();
                 SchedulerStats {
-                    sched: config.origin.into(),
-                    live: st.live(),
-                    algorithm: config.algorithm.clone(),
-                    bandwidth_bps: config.bandwidth_bps,
+                    sched: st.sched.origin.into(),
+                    live: st.live,
+                    algorithm: st.sched.algorithm.clone(),
+                    bandwidth_bps: st.sched.bandwidth_bps,
                     instances,
-                    expired_instances: st.expired_instances(),
-                    retired: st.retired(),
-                    unplaced: st.unplaced(),
+                    expired_instances: st.expired_instances,
+                    retired: st.retired,
+                    unplaced: st.unplaced,
                 }
             })
             .collect();
+        let mut passed = d.passed;
+        passed.backlog_pkts = d.pass.len() as u64;
+        passed.backlog_bytes = d.pass.iter().map(|p| u64::from(p.len)).sum();
         DummynetStats {
             at_ns: now,
             schedulers,
-            passed: d.passed(),
-            no_class_drops: d.no_class_drops(),
+            passed,
+            no_class_drops: d.no_class,
         }
     }
 }
@@ -428,20 +437,24 @@ impl InstanceStats {
     /// Instance `id` of `d`, under its masked `key`: its totals and every queue, with the
     /// queue's counters from its flow in the instance's algorithm.
     fn of(d: &Dummynet, id: u32, key: FlowKey, inst: &Instance) -> InstanceStats {
-        let sched = inst.scheduler();
         let mut queues: Vec<QueueStats> = inst
-            .queues()
-            .filter_map(|q| {
-                let counters = Counters::of_flow(&sched.flow_stats(q.flow)?);
-                let class = d.class(q.class);
+            .flows
+            .iter()
+            .enumerate()
+            .filter_map(|(q, fc)| {
+                let (f, c) = (*fc)?;
+                let (_, qkey) = inst.queues.key(q as u32)?;
+                let counters = Counters::of_flow(&inst.sched.flow_stats(f)?);
+                let class = &d.classes[c];
                 Some(QueueStats {
-                    class: ClassRef::from(class.origin()),
-                    key: q.key,
-                    weight: sched
-                        .flow_params(q.flow)
-                        .map_or(class.weight(), |p| p.weight),
-                    created_ns: q.created_ns,
-                    last_ns: q.last_ns,
+                    class: ClassRef::from(class.class.origin),
+                    key: qkey,
+                    weight: inst
+                        .sched
+                        .flow_params(f)
+                        .map_or(class.params.weight, |p| p.weight),
+                    created_ns: inst.queue_created_ns[q],
+                    last_ns: inst.last_ns[q],
                     counters,
                 })
             })
@@ -450,10 +463,10 @@ impl InstanceStats {
         InstanceStats {
             id,
             key,
-            created_ns: inst.created_ns(),
+            created_ns: inst.created_ns,
             totals: inst.totals(),
             queues,
-            expired_queues: inst.expired_queues(),
+            expired_queues: inst.expired_queues,
         }
     }
 }

@@ -63,7 +63,8 @@ pub const PASS_CODE: u32 = 0;
 const PIPE_BASE: u32 = 1 << 16;
 /// Size of the code space.
 const CODES: usize = 2 << 16;
-const NONE: u32 = u32::MAX;
+/// No slot, no instance.
+pub(crate) const NONE: u32 = u32::MAX;
 /// Idle queues and instances looked at per expiry round...
 const EXPIRE_BUDGET: usize = 8;
 /// ... and how often a round runs (ns): an idle queue is found within
@@ -79,46 +80,49 @@ pub fn class_code(origin: ClassOrigin) -> u32 {
     }
 }
 
+// The `pub(crate)` fields below are what the statistics snapshot reads
+// (`DummynetStats::of`, dnstats.rs).
+
 /// What the arbiter keeps of a class.
 pub(crate) struct ClassState {
-    class: Class,
+    pub(crate) class: Class,
     /// Slot of its scheduler in `Dummynet::scheds`.
     sched: usize,
-    params: FlowParams,
+    pub(crate) params: FlowParams,
     /// Still in the configuration.
     live: bool,
 }
 
 /// What the arbiter keeps of a scheduler.
 pub(crate) struct SchedState {
-    sched: Sched,
+    pub(crate) sched: Sched,
     /// Masked key -> slot in `inst_ids`.
-    instances: KeyMap<FlowKey>,
+    pub(crate) instances: KeyMap<FlowKey>,
     /// Per slot of `instances`: the global instance id.
-    inst_ids: Vec<u32>,
-    live: bool,
+    pub(crate) inst_ids: Vec<u32>,
+    pub(crate) live: bool,
     /// When a full reclaim of idle instances last ran (as `Instance::reclaimed_ns`).
     reclaimed_ns: u64,
     /// Totals of its retired instances (statistics).
-    retired: Counters,
+    pub(crate) retired: Counters,
     /// Instances retired.
-    expired_instances: u64,
+    pub(crate) expired_instances: u64,
     /// Drops of packets that got no instance.
-    unplaced: Drops,
+    pub(crate) unplaced: Drops,
 }
 
 /// One scheduler instance: an algorithm, its link and its queues.
 pub(crate) struct Instance {
-    sched: Box<dyn Scheduler<Pkt>>,
+    pub(crate) sched: Box<dyn Scheduler<Pkt>>,
     link: Link,
     /// Slot in `Dummynet::scheds`, and slot in that scheduler's instance map.
     owner: (usize, u32),
     /// (class code, masked key) -> queue slot.
-    queues: KeyMap<(u32, FlowKey)>,
+    pub(crate) queues: KeyMap<(u32, FlowKey)>,
     /// Per queue slot: its flow in `sched`, and its class slot.
-    flows: Vec<Option<(FlowId, usize)>>,
+    pub(crate) flows: Vec<Option<(FlowId, usize)>>,
     /// Per queue slot: when a packet last joined it (ns).
-    last_ns: Vec<u64>,
+    pub(crate) last_ns: Vec<u64>,
     /// Queues per class slot (for `max_queues`).
     per_class: Vec<u32>,
     /// In the ready heap.
@@ -127,29 +131,29 @@ pub(crate) struct Instance {
     /// flood of new flows at the limit costs O(1) per drop).
     reclaimed_ns: u64,
     /// When it was created (ns).
-    created_ns: u64,
+    pub(crate) created_ns: u64,
     /// Per queue slot: when its current queue was created (ns).
-    queue_created_ns: Vec<u64>,
+    pub(crate) queue_created_ns: Vec<u64>,
     /// Drops of packets that got no queue (`queue_limit`, a flow the algorithm refused).
     drops: Drops,
     /// Queues removed after their idle time.
-    expired_queues: u64,
+    pub(crate) expired_queues: u64,
 }
 
 /// The dummynet service; see the module docs.
 pub(crate) struct Dummynet {
     /// Code -> class slot.
     class_of_code: Vec<u32>,
-    classes: Vec<ClassState>,
-    scheds: Vec<SchedState>,
-    instances: Vec<Option<Instance>>,
+    pub(crate) classes: Vec<ClassState>,
+    pub(crate) scheds: Vec<SchedState>,
+    pub(crate) instances: Vec<Option<Instance>>,
     free_instances: Vec<u32>,
     /// Instances with packets, by when their link is free.
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     /// The instance of the packet just dequeued (`NONE` for a passed one).
     last: u32,
     /// Packets an `allow` rule let through, in arrival order.
-    pass: VecDeque<Pkt>,
+    pub(crate) pass: VecDeque<Pkt>,
     keys: Arc<KeyRings>,
     /// Per-instance packet capacity (every packet holds a client mailbox slot).
     capacity: u32,
@@ -157,9 +161,9 @@ pub(crate) struct Dummynet {
     /// Scheduler counters of the removed instances (for the final summary).
     retired: SchedStats,
     /// Packets an `allow` rule let through, sent so far.
-    passed: Counters,
+    pub(crate) passed: Counters,
     /// `no_class` drops.
-    no_class: u64,
+    pub(crate) no_class: u64,
     expire_cursor: usize,
     next_expire_ns: u64,
 }
@@ -726,139 +730,13 @@ impl Service for Dummynet {
     }
 }
 
-/// Read-only views of the state for the statistics snapshot, which `dnstats.rs` builds
-/// ([`DummynetStats::of`]): the snapshot's shape lives there, the state's layout (slot
-/// maps, the `NONE` sentinel, the pass queue) here.
-impl Dummynet {
-    /// Every scheduler, live or removed, in slot order.
-    pub(crate) fn schedulers(&self) -> &[SchedState] {
-        &self.scheds
-    }
-
-    /// The instances of scheduler `st`: id, masked key and the instance, in slot order.
-    pub(crate) fn instances_of<'a>(
-        &'a self,
-        st: &'a SchedState,
-    ) -> impl Iterator<Item = (u32, FlowKey, &'a Instance)> + 'a {
-        st.inst_ids
-            .iter()
-            .enumerate()
-            .filter(|&(_, &id)| id != NONE)
-            .filter_map(move |(slot, &id)| {
-                let inst = self.instances[id as usize].as_ref()?;
-                let key = st.instances.key(slot as u32)?;
-                Some((id, key, inst))
-            })
-    }
-
-    /// The class in slot `c` (a queue's [`QueueSlot::class`]).
-    pub(crate) fn class(&self, c: usize) -> &ClassState {
-        &self.classes[c]
-    }
-
-    /// What `allow`ed packets did, with those still waiting as its backlog.
-    pub(crate) fn passed(&self) -> Counters {
-        let mut passed = self.passed;
-        passed.backlog_pkts = self.pass.len() as u64;
-        passed.backlog_bytes = self.pass.iter().map(|p| u64::from(p.len)).sum();
-        passed
-    }
-
-    /// Packets whose class is no longer in the configuration (`no_class`).
-    pub(crate) fn no_class_drops(&self) -> u64 {
-        self.no_class
-    }
-}
-
-impl ClassState {
-    /// Which flowset or pipe it is.
-    pub(crate) fn origin(&self) -> ClassOrigin {
-        self.class.origin
-    }
-
-    /// The weight its queues get.
-    pub(crate) fn weight(&self) -> u32 {
-        self.params.weight
-    }
-}
-
-impl SchedState {
-    /// The configured scheduler: origin, algorithm, bandwidth.
-    pub(crate) fn config(&self) -> &Sched {
-        &self.sched
-    }
-
-    /// Whether it is still in the configuration.
-    pub(crate) fn live(&self) -> bool {
-        self.live
-    }
-
-    /// Instances removed after their idle time.
-    pub(crate) fn expired_instances(&self) -> u64 {
-        self.expired_instances
-    }
-
-    /// Totals of its retired instances.
-    pub(crate) fn retired(&self) -> Counters {
-        self.retired
-    }
-
-    /// Drops of packets that got no instance.
-    pub(crate) fn unplaced(&self) -> Drops {
-        self.unplaced
-    }
-}
-
-/// One queue of an instance, as [`Instance::queues`] lists it.
-pub(crate) struct QueueSlot {
-    /// Its flow in the instance's algorithm.
-    pub(crate) flow: FlowId,
-    /// Its class's slot ([`Dummynet::class`]).
-    pub(crate) class: usize,
-    /// Its masked key.
-    pub(crate) key: FlowKey,
-    /// When it was created and when a packet last joined it (ns).
-    pub(crate) created_ns: u64,
-    pub(crate) last_ns: u64,
-}
-
 impl Instance {
-    /// The instance's algorithm (per-flow counters and parameters).
-    pub(crate) fn scheduler(&self) -> &dyn Scheduler<Pkt> {
-        &*self.sched
-    }
-
-    /// Its queues, in slot order.
-    pub(crate) fn queues(&self) -> impl Iterator<Item = QueueSlot> + '_ {
-        self.flows.iter().enumerate().filter_map(|(q, fc)| {
-            let (flow, class) = (*fc)?;
-            let (_, key) = self.queues.key(q as u32)?;
-            Some(QueueSlot {
-                flow,
-                class,
-                key,
-                created_ns: self.queue_created_ns[q],
-                last_ns: self.last_ns[q],
-            })
-        })
-    }
-
-    /// When it was created (ns).
-    pub(crate) fn created_ns(&self) -> u64 {
-        self.created_ns
-    }
-
     /// Everything it did: its algorithm's totals (expired queues included) and the drops
     /// of packets that got no queue.
     pub(crate) fn totals(&self) -> Counters {
         let mut c = Counters::of_sched(&self.sched.stats());
         c.drops.add_all(&self.drops);
         c
-    }
-
-    /// Queues removed after their idle time.
-    pub(crate) fn expired_queues(&self) -> u64 {
-        self.expired_queues
     }
 }
 
