@@ -78,18 +78,44 @@ pub use lock::{LockClient, LockStats, LockedEngine};
 
 #[cfg(test)]
 mod tests {
-    /// The module map of the crate docs has a row for every module declared here.
-    #[test]
-    fn module_map_lists_every_module() {
+    /// The modules declared here, and the files the module map of the crate docs names
+    /// (its rows: `//! | \`x.rs\` | ...`).
+    fn modules_and_rows() -> (Vec<&'static str>, Vec<&'static str>) {
         let src = include_str!("lib.rs");
-        for line in src.lines() {
-            let decl = line.strip_prefix("pub ").unwrap_or(line);
-            let Some(name) = decl.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) else {
-                continue;
-            };
+        let modules = src
+            .lines()
+            .filter_map(|line| {
+                let decl = line.strip_prefix("pub ").unwrap_or(line);
+                decl.strip_prefix("mod ")?.strip_suffix(';')
+            })
+            .collect();
+        let rows = src
+            .lines()
+            .filter_map(|line| line.strip_prefix("//! | `")?.split_once(".rs` |"))
+            .map(|(file, _)| file)
+            .collect();
+        (modules, rows)
+    }
+
+    /// The module map of the crate docs has a row for every module declared here, and
+    /// every row names a module declared here.
+    #[test]
+    fn module_map_lists_every_module_and_only_modules() {
+        let (modules, rows) = modules_and_rows();
+        assert!(
+            modules.len() > 20 && rows.len() > 20,
+            "{modules:?} {rows:?}"
+        );
+        for name in &modules {
             assert!(
-                src.contains(&format!("//! | `{name}.rs` |")),
+                rows.contains(name),
                 "the module map in lib.rs has no row for {name}.rs"
+            );
+        }
+        for row in &rows {
+            assert!(
+                modules.contains(row),
+                "the module map in lib.rs has a row for {row}.rs, which is no module"
             );
         }
     }

@@ -98,3 +98,80 @@ impl Reloader {
         })
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{ClientConfig, EngineConfig};
+
+    const RULES: &str = "sched 1 config type fifo bw 8Mbit/s\n\
+                         queue 1 config sched 1 queue 4\n\
+                         add 100 queue 1 src-ip 10.0.0.1\n\
+                         default deny\n";
+
+    /// Writes `text` to `path` and sets its modification time `secs` after `base` (a
+    /// change the file system's clock granularity cannot hide).
+    fn write(path: &Path, text: &str, base: SystemTime, secs: u64) {
+        std::fs::write(path, text).unwrap();
+        let f = std::fs::File::options().write(true).open(path).unwrap();
+        f.set_modified(base + Duration::from_secs(secs)).unwrap();
+    }
+
+    /// Polls once the reloader is due again.
+    fn poll_when_due(r: &mut Reloader, engine: &Engine) -> Option<Reload> {
+        std::thread::sleep(Reloader::EVERY + Duration::from_millis(20));
+        r.poll(engine)
+    }
+
+    /// The running scheduler's bandwidth, as the engine reports it.
+    fn bandwidth(engine: &Engine) -> u64 {
+        engine.dummynet_stats().unwrap().schedulers[0].bandwidth_bps
+    }
+
+    #[test]
+    fn a_changed_file_is_applied_a_broken_one_refused_and_an_unchanged_one_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rules.ipfw");
+        let base = SystemTime::now();
+        write(&path, RULES, base, 0);
+        let mut cfg = EngineConfig::new("fifo", Vec::new(), vec![ClientConfig::default()]);
+        cfg.spin_ns = 20_000;
+        cfg.dummynet = Some(Arc::new(pspat_config::parse_file(&path).unwrap()));
+        let (engine, _clients) = Engine::start(&cfg, Arc::new(pspat_io::null::Null)).unwrap();
+        assert_eq!(bandwidth(&engine), 8_000_000);
+        let mut r = Reloader::new(&path);
+        // Not due yet, then due with the file as it was started with.
+        assert_eq!(r.poll(&engine), None);
+        assert_eq!(poll_when_due(&mut r, &engine), None);
+
+        // A change is applied, after the adjustment every configuration read gets.
+        r.adjust = Some(Box::new(|c: &mut pspat_config::Config| {
+            for s in c.schedulers.values_mut() {
+                s.bandwidth_bps *= 2;
+            }
+        }));
+        write(&path, &RULES.replace("8Mbit/s", "16Mbit/s"), base, 10);
+        let applied = poll_when_due(&mut r, &engine).expect("the change was seen");
+        assert_eq!(applied.error, None, "{applied}");
+        assert_eq!(applied.path, path);
+        assert!(applied.to_string().contains("applied"), "{applied}");
+        assert_eq!(bandwidth(&engine), 32_000_000);
+
+        // A file that does not parse is refused, and the running configuration stays.
+        write(&path, &RULES.replace("type fifo", "type nosuch"), base, 20);
+        let refused = poll_when_due(&mut r, &engine).expect("the change was seen");
+        let e = refused.error.clone().expect("a broken file is refused");
+        assert!(e.contains("nosuch"), "{e}");
+        assert!(
+            refused
+                .to_string()
+                .contains("the running configuration stays"),
+            "{refused}"
+        );
+        assert_eq!(bandwidth(&engine), 32_000_000);
+
+        // Nothing changed since: nothing to report.
+        assert_eq!(poll_when_due(&mut r, &engine), None);
+        engine.stop(false);
+    }
+}
