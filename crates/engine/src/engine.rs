@@ -25,17 +25,19 @@ use crate::stall::Stalls;
 use crate::stats::ClientSnapshot;
 use crate::tx::Transmitter;
 
-/// Why an engine could not start.
+/// Why an engine could not start (or a change was refused). A variant with a cause keeps
+/// it as its `source`, not in its message: print the chain (`{:#}` through anyhow) to see
+/// both, each once.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// A configuration value is out of range.
     #[error("{0}")]
     Config(String),
     /// The scheduling algorithm or its parameters were refused.
-    #[error("scheduler: {0}")]
+    #[error("scheduler")]
     Scheduler(#[from] pspat_sched::ConfigError),
     /// A flow was refused.
-    #[error("flow {index}: {source}")]
+    #[error("flow {index}")]
     Flow {
         /// Index in `EngineConfig::flows`.
         index: usize,
@@ -43,19 +45,41 @@ pub enum EngineError {
         source: pspat_sched::FlowError,
     },
     /// A mailbox geometry was refused.
-    #[error("mailbox: {0}")]
+    #[error("mailbox")]
     Mailbox(#[from] pspat_mailbox::ConfigError),
     /// The backend could not open a sender.
-    #[error("backend: {0}")]
+    #[error("backend")]
     Backend(#[from] pspat_io::SendError),
     /// A thread could not be started.
-    #[error("spawning {what}: {source}")]
+    #[error("spawning {what}")]
     Spawn {
         /// Which thread.
         what: String,
         /// The error.
         source: std::io::Error,
     },
+}
+
+impl EngineError {
+    /// Whether the caller can fix it by changing what it asked for (a value out of range,
+    /// an algorithm, parameter, flow or mailbox refused); not a thread that did not start
+    /// nor a backend that did not open.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, EngineError::Spawn { .. } | EngineError::Backend(_))
+    }
+}
+
+/// An error and its causes on one line, `: `-separated, as anyhow's `{:#}` prints them: the
+/// form for a message kept as text (a refused reload's reason).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
 }
 
 /// Longest wait for the arbiter's answer to [`Engine::dummynet_stats`].

@@ -73,7 +73,7 @@ pub use dnstats::{
     ClassRef, Counters, Drops, DummynetRates, DummynetStats, InstanceStats, QueueStats, Rate,
     SchedRef, SchedulerStats,
 };
-pub use engine::{Engine, EngineError, EngineReport, EngineSnapshot, SchedSummary};
+pub use engine::{error_chain, Engine, EngineError, EngineReport, EngineSnapshot, SchedSummary};
 pub use lock::{LockClient, LockStats, LockedEngine};
 
 #[cfg(test)]

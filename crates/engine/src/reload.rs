@@ -89,7 +89,7 @@ impl Reloader {
                 engine
                     .reconfigure(Change::Config(Arc::new(c)))
                     .err()
-                    .map(|e| e.to_string())
+                    .map(|e| crate::error_chain(&e))
             }
         };
         Some(Reload {

@@ -407,7 +407,7 @@ fn a_busy_arbiter_deactivates_idle_clients_in_batches() {
 fn bad_configurations_are_named() {
     let err = |cfg: &EngineConfig| match Engine::start(cfg, Arc::new(Collect::default())) {
         Ok(_) => panic!("accepted"),
-        Err(e) => e.to_string(),
+        Err(e) => pspat_engine::error_chain(&e),
     };
     let e = err(&config("no-such-alg", 1, vec![FlowParams::weighted(1)]));
     assert!(e.contains("no-such-alg"), "{e}");

@@ -367,7 +367,7 @@ fn victim_latency_is_recorded_for_tracked_clients_only() {
 fn bad_configurations_are_named() {
     let err = |cfg: &EngineConfig| match LockedEngine::start(cfg, Arc::new(Wire::default())) {
         Ok(_) => panic!("accepted"),
-        Err(e) => e.to_string(),
+        Err(e) => pspat_engine::error_chain(&e),
     };
     let e = err(&config("no-such-alg", 1, vec![FlowParams::weighted(1)]));
     assert!(e.contains("no-such-alg"), "{e}");

@@ -99,23 +99,11 @@ impl RunError {
         match self {
             RunError::Scenario(e) => e.is_usage(),
             RunError::Backend(_) => true,
-            RunError::Engine(e) => {
-                !matches!(e, EngineError::Spawn { .. } | EngineError::Backend(_))
-            }
+            RunError::Engine(e) => e.is_usage(),
             RunError::Threads(_) | RunError::Stats(_) => false,
         }
     }
 }
 
-/// The whole cause chain of `e` on one line, `: `-separated (as anyhow's `{:#}`).
 #[cfg(test)]
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub(crate) use pspat_engine::error_chain as chain;

@@ -139,15 +139,7 @@ fn an_interrupted_run_says_so() {
 
 #[test]
 fn bad_input_is_a_usage_error_named_in_the_message() {
-    let chain = |e: &RunError| {
-        let mut s = e.to_string();
-        let mut cur = std::error::Error::source(e);
-        while let Some(c) = cur {
-            s = format!("{s}: {c}");
-            cur = c.source();
-        }
-        s
-    };
+    let chain = |e: &RunError| pspat_engine::error_chain(e);
     let mut sc = short(Scenario::builtin());
     sc.backend = "carrier-pigeon".into();
     let e = Run::start(&sc).err().unwrap();

@@ -75,9 +75,7 @@ impl ShaperError {
             | ShaperError::RxCpu(_)
             | ShaperError::Mailbox(_)
             | ShaperError::Config { .. } => true,
-            ShaperError::Engine(e) | ShaperError::Reconfigure(e) => {
-                !matches!(e, EngineError::Spawn { .. } | EngineError::Backend(_))
-            }
+            ShaperError::Engine(e) | ShaperError::Reconfigure(e) => e.is_usage(),
             ShaperError::Socket { .. } | ShaperError::Spawn { .. } => false,
         }
     }

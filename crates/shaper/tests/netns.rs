@@ -19,7 +19,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{chain, last_allowed_cpu, topology_or_skip, RCV_ADDR, SND_ADDR};
+use common::{last_allowed_cpu, topology_or_skip, RCV_ADDR, SND_ADDR};
+use pspat_engine::error_chain as chain;
 use pspat_shaper::{live_view, Shaper, ShaperConfig};
 use serde_json::Value;
 

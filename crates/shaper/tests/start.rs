@@ -3,9 +3,7 @@
 //! (`is_usage`: `pspat shape` exits with 2, else 1). Needs no privilege: an unknown
 //! interface is named as root, and without root the missing capability is.
 
-mod common;
-
-use common::chain;
+use pspat_engine::error_chain as chain;
 use pspat_shaper::{Shaper, ShaperConfig};
 
 const CONFIG: &str = concat!(

@@ -225,14 +225,3 @@ pub fn last_allowed_cpu() -> usize {
     let last = list.rsplit([',', '-']).next().unwrap();
     last.parse().expect("a CPU number")
 }
-
-/// An error and its causes on one line, as `pspat` prints them.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(&format!(": {c}"));
-        cause = c.source();
-    }
-    s
-}
