@@ -3,50 +3,14 @@
 //! member of an aggregate the scheduler refused. (A backend that keeps a frame buffer per
 //! packet, as the shaper does, leaks it otherwise.)
 
-use std::sync::{Arc, Mutex};
+mod recording;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pspat_engine::{ClientConfig, Engine, EngineConfig, EngineReport, SubmitError};
-use pspat_io::{Backend, Pkt, SendError, Sender};
 use pspat_sched::{DropReason, FlowParams};
-
-/// Records the sequence numbers it sends and the ones it is told to discard.
-#[derive(Default)]
-struct Counting {
-    sent: Mutex<Vec<u32>>,
-    discarded: Mutex<Vec<u32>>,
-}
-
-struct CountingBackend(Arc<Counting>);
-
-struct CountingSender(Arc<Counting>);
-
-impl Backend for CountingBackend {
-    fn name(&self) -> &'static str {
-        "counting"
-    }
-    fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
-        Ok(Box::new(CountingSender(Arc::clone(&self.0))))
-    }
-    fn discard(&self, pkts: &[Pkt]) {
-        self.0
-            .discarded
-            .lock()
-            .unwrap()
-            .extend(pkts.iter().map(|p| p.seq));
-    }
-}
-
-impl Sender for CountingSender {
-    fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
-        self.0
-            .sent
-            .lock()
-            .unwrap()
-            .extend(batch.iter().map(|p| p.seq));
-        Ok(batch.len())
-    }
-}
+use recording::{Recorded, RecordingBackend};
 
 /// One client, one flow; `aggregate_ns` 0 is aggregation off.
 fn config(flow: FlowParams, rate_bps: u64, aggregate_ns: u64) -> EngineConfig {
@@ -68,9 +32,9 @@ fn run(
     len: u32,
     mut between: impl FnMut(usize),
 ) -> (EngineReport, Vec<u32>) {
-    let seen = Arc::new(Counting::default());
+    let seen = Arc::new(Recorded::default());
     let (engine, mut clients) =
-        Engine::start(cfg, Arc::new(CountingBackend(Arc::clone(&seen)))).unwrap();
+        Engine::start(cfg, Arc::new(RecordingBackend(Arc::clone(&seen)))).unwrap();
     let c = &mut clients[0];
     for (i, &flow) in flows.iter().enumerate() {
         let deadline = Instant::now() + Duration::from_secs(10);

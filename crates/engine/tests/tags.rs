@@ -2,49 +2,13 @@
 //! the transmitting side in `seq`, and every packet the scheduler drops reaches
 //! `Backend::discard` with its tag: each tag comes back exactly once, sent or discarded.
 
-use std::sync::{Arc, Mutex};
+mod recording;
+
+use std::sync::Arc;
 
 use pspat_config::Direction;
 use pspat_engine::{Client, ClientConfig, Engine, EngineConfig, SubmitError};
-use pspat_io::{Backend, Pkt, SendError, Sender};
-
-/// Records the tags it sends and the ones it is told to discard.
-#[derive(Default)]
-struct Tags {
-    sent: Mutex<Vec<u32>>,
-    discarded: Mutex<Vec<u32>>,
-}
-
-struct TagSender(Arc<Tags>);
-
-struct TagBackend(Arc<Tags>);
-
-impl Backend for TagBackend {
-    fn name(&self) -> &'static str {
-        "tags"
-    }
-    fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
-        Ok(Box::new(TagSender(Arc::clone(&self.0))))
-    }
-    fn discard(&self, pkts: &[Pkt]) {
-        self.0
-            .discarded
-            .lock()
-            .unwrap()
-            .extend(pkts.iter().map(|p| p.seq));
-    }
-}
-
-impl Sender for TagSender {
-    fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
-        self.0
-            .sent
-            .lock()
-            .unwrap()
-            .extend(batch.iter().map(|p| p.seq));
-        Ok(batch.len())
-    }
-}
+use recording::{Recorded, RecordingBackend};
 
 /// An Ethernet + IPv4 + UDP frame from 10.0.0.`src` port 5000 to 10.1.0.1 port 9.
 fn frame(src: u8) -> Vec<u8> {
@@ -62,7 +26,7 @@ fn frame(src: u8) -> Vec<u8> {
     f
 }
 
-fn start(handoff: pspat_engine::Handoff, backend: Arc<Tags>) -> (Engine, Vec<Client>) {
+fn start(handoff: pspat_engine::Handoff, backend: Arc<Recorded>) -> (Engine, Vec<Client>) {
     // Host 1 is shaped into a 4-packet queue on a slow link (most of a burst is
     // dropped); host 2 passes unscheduled; host 3 is denied by the rules.
     let config = pspat_config::parse_ipfw(
@@ -78,18 +42,18 @@ fn start(handoff: pspat_engine::Handoff, backend: Arc<Tags>) -> (Engine, Vec<Cli
     cfg.spin_ns = 20_000;
     cfg.handoff = handoff;
     cfg.dummynet = Some(Arc::new(config));
-    Engine::start(&cfg, Arc::new(TagBackend(backend))).unwrap()
+    Engine::start(&cfg, Arc::new(RecordingBackend(backend))).unwrap()
 }
 
 fn each_tag_once(handoff: pspat_engine::Handoff) {
-    let tags = Arc::new(Tags::default());
+    let tags = Arc::new(Recorded::default());
     let (engine, clients) = start(handoff, Arc::clone(&tags));
     let mut accepted = Vec::new();
     let mut denied = 0;
     for (c, mut client) in clients.into_iter().enumerate() {
         for i in 0..300u32 {
             let src = [1, 2, 3][(i % 3) as usize];
-            // Tags far from any sequence number, different per client.
+            // Recorded far from any sequence number, different per client.
             let tag = 1_000_000 * (c as u32 + 1) + i;
             match client.submit_frame_tagged(&frame(src), 60, Direction::In, tag) {
                 Ok(_) => accepted.push(tag),
