@@ -90,19 +90,90 @@ impl ShaperConfig {
         }
     }
 
-    /// The checks made before anything opens: the interfaces differ, the thread count,
-    /// the CPUs and the mailbox size are possible. (Interfaces, the configuration file and
-    /// the ring geometry are checked when [`crate::Shaper::start`] uses them.)
+    /// Most receiving threads ([`ShaperConfig::rx_threads`]).
+    pub const MAX_RX_THREADS: usize = 64;
+    /// Fewest mailbox slots per receiving thread ([`ShaperConfig::mailbox`]).
+    pub const MIN_MAILBOX: usize = 64;
+    /// Most mailbox slots per receiving thread: each slot has a frame slot of the output's
+    /// longest frame behind it, and with client hand-off three (see `pool_slots` in
+    /// shaper.rs), so 2^18 is up to 1.2 GiB of frames per thread at MTU 1500: more than
+    /// any queue limit needs, less than the machine has.
+    pub const MAX_MAILBOX: usize = 1 << 18;
+    /// Most RX ring blocks per receiving thread ([`ShaperConfig::ring_blocks`]).
+    pub const MAX_RING_BLOCKS: usize = 1 << 16;
+    /// Largest RX ring block, KiB ([`ShaperConfig::ring_block_kib`]): 16 MiB. A block is
+    /// handed over when full or 1 ms after its first frame, so a large one only delays.
+    pub const MAX_RING_BLOCK_KIB: usize = 16 << 10;
+    /// Largest RX ring per receiving thread, KiB (blocks times block size): 1 GiB of
+    /// kernel memory the ring pins.
+    pub const MAX_RING_KIB: usize = 1 << 20;
+    /// Longest [`ShaperConfig::link_spin`]: spinning longer than a second for a link is
+    /// a burnt CPU, not a precise wait.
+    pub const MAX_LINK_SPIN: Duration = Duration::from_secs(1);
+
+    /// The checks made before anything opens: the interfaces differ, and every count,
+    /// size and CPU is in its range. (That the interfaces exist, the configuration file
+    /// and the ring's fit to the output's MTU are checked when [`crate::Shaper::start`]
+    /// uses them.)
     pub fn validate(&self) -> Result<(), ShaperError> {
         if self.input == self.output {
             return Err(ShaperError::SameInterface(self.input.clone()));
         }
-        if !(1..=64).contains(&self.rx_threads) {
-            return Err(ShaperError::RxThreads(self.rx_threads));
+        let out_of_range = |option, value: &dyn std::fmt::Display, expected: String| {
+            Err(ShaperError::OutOfRange {
+                option,
+                value: value.to_string(),
+                expected,
+            })
+        };
+        if !(1..=Self::MAX_RX_THREADS).contains(&self.rx_threads) {
+            let want = format!("1..={}", Self::MAX_RX_THREADS);
+            return out_of_range("--rx-threads", &self.rx_threads, want);
         }
         pspat_io::cpu::check_allowed(&self.rx_cpus).map_err(ShaperError::RxCpu)?;
-        if !self.mailbox.is_power_of_two() || self.mailbox < 64 {
-            return Err(ShaperError::Mailbox(self.mailbox));
+        if !self.mailbox.is_power_of_two()
+            || !(Self::MIN_MAILBOX..=Self::MAX_MAILBOX).contains(&self.mailbox)
+        {
+            let want = format!(
+                "a power of two in {}..={}",
+                Self::MIN_MAILBOX,
+                Self::MAX_MAILBOX
+            );
+            return out_of_range("--mailbox", &self.mailbox, want);
+        }
+        if !(1..=Self::MAX_RING_BLOCKS).contains(&self.ring_blocks) {
+            let want = format!("1..={}", Self::MAX_RING_BLOCKS);
+            return out_of_range("--ring-blocks", &self.ring_blocks, want);
+        }
+        // The kernel maps a ring block in whole pages (4 KiB here; a larger page is
+        // named when the ring opens).
+        if self.ring_block_kib % 4 != 0
+            || !(4..=Self::MAX_RING_BLOCK_KIB).contains(&self.ring_block_kib)
+        {
+            let want = format!(
+                "a multiple of 4 (KiB, whole pages) in 4..={}",
+                Self::MAX_RING_BLOCK_KIB
+            );
+            return out_of_range("--ring-block-kib", &self.ring_block_kib, want);
+        }
+        if self.ring_blocks * self.ring_block_kib > Self::MAX_RING_KIB {
+            return out_of_range(
+                "--ring-blocks",
+                &self.ring_blocks,
+                format!(
+                    "at most {} blocks of {} KiB (a ring of at most {} MiB per thread)",
+                    Self::MAX_RING_KIB / self.ring_block_kib,
+                    self.ring_block_kib,
+                    Self::MAX_RING_KIB >> 10
+                ),
+            );
+        }
+        if self.link_spin > Self::MAX_LINK_SPIN {
+            return out_of_range(
+                "--link-spin-us",
+                &self.link_spin.as_micros(),
+                format!("at most {}", Self::MAX_LINK_SPIN.as_micros()),
+            );
         }
         Ok(())
     }
@@ -133,13 +204,41 @@ mod tests {
             with(&|c| c.rx_threads = 65),
             "--rx-threads 65: expected 1..=64"
         );
+        for m in [1000, 32, 1 << 24, 1 << 32] {
+            assert_eq!(
+                with(&|c| c.mailbox = m),
+                format!("--mailbox {m}: expected a power of two in 64..=262144")
+            );
+        }
+        let mut big = ok.clone();
+        big.mailbox = 1 << 18;
+        big.ring_blocks = 64;
+        big.ring_block_kib = 16384;
+        big.link_spin = Duration::from_secs(1);
+        assert!(big.validate().is_ok(), "the largest values are allowed");
         assert_eq!(
-            with(&|c| c.mailbox = 1000),
-            "--mailbox 1000: expected a power of two, at least 64"
+            with(&|c| c.ring_blocks = 0),
+            "--ring-blocks 0: expected 1..=65536"
         );
         assert_eq!(
-            with(&|c| c.mailbox = 32),
-            "--mailbox 32: expected a power of two, at least 64"
+            with(&|c| c.ring_block_kib = 6),
+            "--ring-block-kib 6: expected a multiple of 4 (KiB, whole pages) in 4..=16384"
+        );
+        assert_eq!(
+            with(&|c| c.ring_block_kib = 1 << 20),
+            "--ring-block-kib 1048576: expected a multiple of 4 (KiB, whole pages) in 4..=16384"
+        );
+        assert_eq!(
+            with(&|c| {
+                c.ring_blocks = 65536;
+                c.ring_block_kib = 16384
+            }),
+            "--ring-blocks 65536: expected at most 64 blocks of 16384 KiB (a ring of at most \
+             1024 MiB per thread)"
+        );
+        assert_eq!(
+            with(&|c| c.link_spin = Duration::from_micros(u64::MAX)),
+            format!("--link-spin-us {}: expected at most 1000000", u64::MAX)
         );
         let e = with(&|c| c.rx_cpus = vec![100_000]);
         assert!(

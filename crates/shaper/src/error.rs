@@ -17,15 +17,30 @@ pub enum ShaperError {
     /// Input and output are one interface.
     #[error("--in and --out are the same interface ({0})")]
     SameInterface(String),
-    /// Receiving threads out of 1..=64.
-    #[error("--rx-threads {0}: expected 1..=64")]
-    RxThreads(usize),
+    /// Input and output are one interface under two names (an altname, say): a shaper
+    /// between them would send every frame back to where it came from.
+    #[error("--in {input} and --out {output} are the same interface (index {index})")]
+    SameIndex {
+        /// `--in`.
+        input: String,
+        /// `--out`.
+        output: String,
+        /// The interface index both name.
+        index: u32,
+    },
+    /// An option's value outside its range (`--rx-threads 0: expected 1..=64`).
+    #[error("{option} {value}: expected {expected}")]
+    OutOfRange {
+        /// The option, as on the command line.
+        option: &'static str,
+        /// The value given.
+        value: String,
+        /// What it may be.
+        expected: String,
+    },
     /// A receiving thread's CPU outside this process's affinity mask.
     #[error("--rx-cpus: {0}")]
     RxCpu(NotAllowed),
-    /// A mailbox size that is not a power of two of at least 64.
-    #[error("--mailbox {0}: expected a power of two, at least 64")]
-    Mailbox(usize),
     /// The configuration file does not read or parse.
     #[error("reading {}", path.display())]
     Config {
@@ -71,9 +86,9 @@ impl ShaperError {
     pub fn is_usage(&self) -> bool {
         match self {
             ShaperError::SameInterface(_)
-            | ShaperError::RxThreads(_)
+            | ShaperError::SameIndex { .. }
+            | ShaperError::OutOfRange { .. }
             | ShaperError::RxCpu(_)
-            | ShaperError::Mailbox(_)
             | ShaperError::Config { .. } => true,
             ShaperError::Engine(e) | ShaperError::Reconfigure(e) => e.is_usage(),
             ShaperError::Socket { .. } | ShaperError::Spawn { .. } => false,

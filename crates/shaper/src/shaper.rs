@@ -173,6 +173,14 @@ impl Shaper {
         } else {
             None
         };
+        // Names differ (validate checked) but may be one interface's name and altname.
+        if rings[0].ifindex() == probe.ifindex() {
+            return Err(ShaperError::SameIndex {
+                input: config.input.clone(),
+                output: config.output.clone(),
+                index: probe.ifindex(),
+            });
+        }
         drop(probe);
         let raised = fit_frames(&mut rules, max_frame as u32, &config.output);
 

@@ -39,7 +39,7 @@ fn start_names_what_is_wrong() {
     c.mailbox = 1000;
     assert_eq!(
         refused(c),
-        "--mailbox 1000: expected a power of two, at least 64"
+        "--mailbox 1000: expected a power of two in 64..=262144"
     );
     let mut c = ShaperConfig::new("a", "b", CONFIG);
     c.rx_cpus = vec![0, 100_000];
