@@ -80,6 +80,11 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Most slots a mailbox has: 2^22, 128 MiB of the largest messages. A queue that long
+    /// holds seconds of a 10 Gbit/s link; a larger request is a mistake (2^32 would ask for
+    /// 128 GiB), refused before anything is allocated.
+    pub const MAX_ENTRIES: usize = 1 << 22;
+
     /// `entries` slots on 64-byte lines.
     pub const fn with_entries(entries: usize) -> Self {
         Self {
@@ -105,6 +110,8 @@ impl Config {
 pub enum ConfigError {
     /// `entries` is not a power of two.
     EntriesNotPowerOfTwo(usize),
+    /// `entries` is above [`Config::MAX_ENTRIES`].
+    TooManyEntries(usize),
     /// `line_bytes` is not a power of two or is smaller than one slot.
     BadLine {
         /// The line size asked for.
@@ -127,6 +134,11 @@ impl fmt::Display for ConfigError {
             Self::EntriesNotPowerOfTwo(n) => {
                 write!(f, "mailbox entries must be a power of two, got {n}")
             }
+            Self::TooManyEntries(n) => write!(
+                f,
+                "mailbox entries must be at most {}, got {n}",
+                Config::MAX_ENTRIES
+            ),
             Self::BadLine {
                 line_bytes,
                 slot_bytes,
@@ -154,6 +166,9 @@ pub fn mailbox<M: Message>(config: Config) -> Result<(Producer<M>, Consumer<M>),
     let slot_bytes = 8 * M::WORDS;
     if !config.entries.is_power_of_two() {
         return Err(ConfigError::EntriesNotPowerOfTwo(config.entries));
+    }
+    if config.entries > Config::MAX_ENTRIES {
+        return Err(ConfigError::TooManyEntries(config.entries));
     }
     if !config.line_bytes.is_power_of_two() || config.line_bytes < slot_bytes {
         return Err(ConfigError::BadLine {
@@ -512,6 +527,13 @@ mod tests {
             mailbox::<NonZeroU64>(Config::with_entries(100)).err(),
             Some(ConfigError::EntriesNotPowerOfTwo(100))
         );
+        for n in [Config::MAX_ENTRIES * 2, 1 << 32] {
+            assert_eq!(
+                mailbox::<NonZeroU64>(Config::with_entries(n)).err(),
+                Some(ConfigError::TooManyEntries(n))
+            );
+        }
+        assert!(mailbox::<NonZeroU64>(Config::with_entries(Config::MAX_ENTRIES)).is_ok());
         assert!(matches!(
             mailbox::<NonZeroU64>(Config::with_entries(8)),
             Err(ConfigError::TooFewEntries { min: 16, .. })
