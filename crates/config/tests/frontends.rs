@@ -209,7 +209,7 @@ fn syntax_errors_point_at_line_column_and_token() {
             "key=value",
         ),
         ("default maybe", 1, 9, "maybe", "expected an action"),
-        ("sched 1 config type drr idle 10h", 1, 30, "10h", "unit"),
+        ("sched 1 config type drr idle 10d", 1, 30, "10d", "unit"),
     ];
     for &(text, line, column, token, msg) in cases {
         let e = ipfw_err(text);

@@ -19,7 +19,7 @@
 //!   bit/s; `unlimited` is 0;
 //! - byte-size prefixes `K`, `M`, `G` are powers of 1024, as dummynet's `queue 100KBytes`;
 //!   the unit is `B`, `Byte(s)` or none;
-//! - duration units are `ns`, `us`, `ms` and `s`;
+//! - duration units are `ns`, `us`, `ms`, `s`, `min` and `h` (a service runs for hours);
 //! - spaces around the text and between the number and its unit are allowed (`10 G`,
 //!   ` 5 s`);
 //! - a number may have a decimal fraction and an exponent (`1.5Mbit/s`, `0.5`, `10e9`) when
@@ -250,10 +250,12 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         "us" => 1_000,
         "ms" => 1_000_000,
         "s" | "" => 1_000_000_000,
+        "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
         _ => {
             return err(format!(
-                "unknown duration unit '{rest}' in '{s}' (expected ns, us, ms or s, e.g. 10s, \
-                 500ms; a bare number is seconds)"
+                "unknown duration unit '{rest}' in '{s}' (expected ns, us, ms, s, min or h, \
+                 e.g. 10s, 500ms; a bare number is seconds)"
             ))
         }
     };
@@ -340,6 +342,8 @@ mod tests {
         assert_eq!(parse_bandwidth("100Mbps"), Ok(100_000_000));
         assert_eq!(parse_bandwidth(" 10 Gbit/s "), Ok(10_000_000_000));
         assert_eq!(parse_duration_ns("5 s"), Ok(5_000_000_000));
+        assert_eq!(parse_duration_ns("2min"), Ok(120_000_000_000));
+        assert_eq!(parse_duration_ns("1.5h"), Ok(5_400_000_000_000));
         assert_eq!(parse_size("64 KB"), Ok((65_536, true)));
         assert_eq!(parse_bandwidth("unlimited"), Ok(0));
         assert_eq!(parse_bandwidth("0"), Ok(0));
@@ -357,8 +361,17 @@ mod tests {
         assert!(e.contains("whole"), "{e}");
         assert!(msg(parse_bandwidth("99999999999T")).contains("too large"));
         assert!(parse_bandwidth("1.2.3M").is_err());
-        let e = msg(parse_duration_ns("10h"));
-        assert!(e.contains("unit") && e.contains("10h"), "{e}");
+        let e = msg(parse_duration_ns("10d"));
+        assert!(e.contains("unit") && e.contains("10d"), "{e}");
+        // The value, not its form, is the problem: said so.
+        assert_eq!(
+            msg(parse_duration_ns("99999999999h")),
+            "duration '99999999999h' too large"
+        );
+        assert_eq!(
+            msg(parse_duration_ns("1e30s")),
+            "duration '1e30s' too large"
+        );
         assert!(parse_duration_ns("-1s").is_err());
         assert!(parse_duration_ns("0.1ns").is_err());
         assert!(parse_duration_ns("1e-10s")
