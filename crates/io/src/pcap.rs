@@ -9,9 +9,11 @@
 //!
 //! - Classic pcap (not pcapng), little-endian, **nanosecond** timestamps (magic
 //!   `0xa1b23c4d`; the global header is pcap-file's [`PcapHeader`]), link type Ethernet.
-//! - Record timestamp = [`Pkt::depart_ns`]: the departure time on the engine clock
-//!   ([`crate::clock`], CLOCK_MONOTONIC), so the dates Wireshark shows are in January
-//!   1970 plus the machine's uptime: read times relative to the first packet.
+//! - Record timestamp = [`Pkt::depart_ns`] (the departure time on the engine clock,
+//!   [`crate::clock`], CLOCK_MONOTONIC) plus [`Pcap::epoch_offset_ns`], the wall clock's
+//!   lead over that clock when the file was created: the dates tools show are when the
+//!   packets left, and the gaps between them are the engine's own (a wall-clock step
+//!   during the run does not move them).
 //! - **Truncated capture**: each record holds the first [`CAPLEN`] (128) bytes of the
 //!   frame — headers and the whole 40-byte payload header — and `orig_len` is the frame's
 //!   full length, so multi-gigabyte runs write 144 bytes per packet. Wireshark marks such
@@ -168,6 +170,7 @@ struct Shared {
 pub struct Pcap {
     path: PathBuf,
     file: Arc<Mutex<Shared>>,
+    epoch_offset_ns: u64,
 }
 
 impl std::fmt::Debug for Pcap {
@@ -207,15 +210,27 @@ impl Pcap {
                 other => std::io::Error::other(other),
             },
         })?;
+        // The wall clock (nanoseconds since 1970) less the engine clock, read together.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let epoch_offset_ns = wall.saturating_sub(crate::clock::now_ns());
         Ok(Self {
             path,
             file: Arc::new(Mutex::new(Shared { out })),
+            epoch_offset_ns,
         })
     }
 
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What is added to a packet's departure time (CLOCK_MONOTONIC) for its record's
+    /// timestamp (since 1970): the wall clock's lead when the file was created.
+    pub fn epoch_offset_ns(&self) -> u64 {
+        self.epoch_offset_ns
     }
 }
 
@@ -230,6 +245,7 @@ impl Backend for Pcap {
             file: Arc::clone(&self.file),
             records: Vec::with_capacity(BATCH * (RECORD_HEADER + CAPLEN)),
             frame: [0; CAPLEN],
+            epoch_offset_ns: self.epoch_offset_ns,
         }))
     }
 }
@@ -240,6 +256,8 @@ struct PcapSender {
     /// The records of one batch, built before taking the lock (capacity preallocated).
     records: Vec<u8>,
     frame: [u8; CAPLEN],
+    /// [`Pcap::epoch_offset_ns`].
+    epoch_offset_ns: u64,
 }
 
 impl PcapSender {
@@ -271,8 +289,9 @@ impl Sender for PcapSender {
                     break;
                 }
                 let (incl, orig) = frame_head(p, &mut self.frame);
-                let secs = u32::try_from(p.depart_ns / 1_000_000_000).unwrap_or(u32::MAX);
-                let nsecs = (p.depart_ns % 1_000_000_000) as u32;
+                let ts = p.depart_ns.saturating_add(self.epoch_offset_ns);
+                let secs = u32::try_from(ts / 1_000_000_000).unwrap_or(u32::MAX);
+                let nsecs = (ts % 1_000_000_000) as u32;
                 self.records.extend_from_slice(&secs.to_le_bytes());
                 self.records.extend_from_slice(&nsecs.to_le_bytes());
                 self.records.extend_from_slice(&(incl as u32).to_le_bytes());
