@@ -342,13 +342,48 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
+/// A command ran to the end it was told (its duration, a signal) but errors lost packets
+/// it was to carry on the way (the backend refused some, a write failed, frames went
+/// unaccounted); its report, printed already, has the details. Exit code 3.
+#[derive(Debug)]
+struct Faulted(Vec<String>);
+
+impl std::fmt::Display for Faulted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "packets were lost to errors: {}", self.0.join("; "))
+    }
+}
+
+impl std::error::Error for Faulted {}
+
+impl Faulted {
+    /// `Ok` when there are no faults.
+    fn check(faults: Vec<String>) -> Result<()> {
+        if faults.is_empty() {
+            Ok(())
+        } else {
+            Err(Faulted(faults).into())
+        }
+    }
+}
+
+/// The exit status: 0 done as told; 1 could not start, or stopped by itself (a fault it
+/// could not ride through); 2 a usage error (options, configuration); 3 ran as told but
+/// errors lost packets ([`Faulted`]). The README's "Exit status" section says the same.
 fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // `{:#}`: the whole cause chain on one line.
             eprintln!("error: {e:#}");
-            ExitCode::from(if is_usage(&e) { 2 } else { 1 })
+            let code = if e.downcast_ref::<Faulted>().is_some() {
+                3
+            } else if is_usage(&e) {
+                2
+            } else {
+                1
+            };
+            ExitCode::from(code)
         }
     }
 }

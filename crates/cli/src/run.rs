@@ -12,7 +12,7 @@ use anyhow::Result;
 use clap::Args;
 use pspat_run::{live, Run, Scenario, ScenarioError};
 
-use crate::{emit, Usage};
+use crate::{emit, Faulted, Usage};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -157,11 +157,12 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
     // ORDERING: Relaxed, as above.
     let report = run.stop(interrupted.load(Ordering::Relaxed));
     if a.json {
-        return emit(&serde_json::to_string_pretty(&report.json())?);
+        emit(&serde_json::to_string_pretty(&report.json())?)?;
+    } else {
+        emit(&report.text())?;
+        if let Some(ds) = report.dummynet().filter(|_| stats_every.is_some()) {
+            emit(&format!("final statistics\n{ds}"))?;
+        }
     }
-    emit(&report.text())?;
-    match report.dummynet() {
-        Some(ds) if stats_every.is_some() => emit(&format!("final statistics\n{ds}")),
-        _ => Ok(()),
-    }
+    Faulted::check(report.faults())
 }

@@ -15,6 +15,8 @@ use pspat_engine::Handoff;
 use pspat_io::cpu::CpuList;
 use pspat_shaper::{live_view, Shaper, ShaperConfig};
 
+use crate::Faulted;
+
 /// `pspat shape` options.
 #[derive(Args, Debug)]
 pub struct ShapeArgs {
@@ -131,6 +133,14 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
         ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
             .context("installing the signal handler")?;
     }
+    // The report's file is created now: a path that cannot be written fails before the
+    // run, not after it.
+    let json_file = match &a.json {
+        Some(path) => Some(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        ),
+        None => None,
+    };
     let mut shaper = Shaper::start(a.shaper_config())?;
     for r in shaper.max_len_raised() {
         eprintln!("pspat shape: {r}");
@@ -175,13 +185,23 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
             }
         }
     }
-    let mut report = shaper.stop();
+    // Told to stop: by a signal or the duration; else a receiving thread ended by itself.
     // ORDERING: Relaxed: as above.
-    report.interrupted = interrupted.load(Ordering::Relaxed);
+    let signalled = interrupted.load(Ordering::Relaxed);
+    let told = signalled || a.duration.is_some_and(|d| shaper.elapsed() >= d);
+    let mut report = shaper.stop();
+    report.interrupted = signalled;
     eprintln!("{report}");
-    if let Some(path) = &a.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report.to_json())?)
+    if let (Some(file), Some(path)) = (json_file, &a.json) {
+        serde_json::to_writer_pretty(std::io::BufWriter::new(file), &report.to_json())
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(())
+    if !told {
+        let mut why = report.faults();
+        if why.is_empty() {
+            why.push("a receiving thread ended".into());
+        }
+        anyhow::bail!("the shaper stopped by itself: {}", why.join("; "));
+    }
+    Faulted::check(report.faults())
 }

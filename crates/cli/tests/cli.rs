@@ -414,6 +414,54 @@ fn run_writes_a_pcap_of_what_was_scheduled() {
     assert_eq!(n, sent, "one record per packet sent");
 }
 
+/// A run whose backend lost packets (a pcap file on a full disk) ends with status 3 and
+/// says why on its last line; its report (JSON here) is still printed.
+#[test]
+fn a_run_that_lost_packets_to_errors_exits_3() {
+    let o = run(&[
+        "run",
+        "--duration",
+        "200ms",
+        "--backend",
+        "pcap:/dev/full",
+        "--json",
+    ]);
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert!(v["tenants"].is_array(), "the report is printed first");
+    let last = o.stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: packets were lost to errors: ")
+            && last.contains("No space left on device"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// `pspat shape --json` to a path that cannot be written fails at once, before any
+/// socket opens (no privilege needed), not after the run.
+#[test]
+fn shape_refuses_an_unwritable_json_path_before_it_starts() {
+    let o = run(&[
+        "shape",
+        "--in",
+        "nosuch0",
+        "--out",
+        "nosuch1",
+        "--config",
+        "/nonexistent.ipfw",
+        "--json",
+        "/nonexistent/dir/report.json",
+    ]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .starts_with("error: creating /nonexistent/dir/report.json: "),
+        "{}",
+        o.stderr
+    );
+}
+
 #[test]
 fn run_names_bad_input() {
     let o = run(&["run", "--rate", "fast", "--duration", "0.1s"]);

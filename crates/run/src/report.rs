@@ -71,6 +71,26 @@ impl RunReport {
         e
     }
 
+    /// What lost packets the run was to carry, one line each: the backend's errors and
+    /// the packets it refused (`send_failed`). Empty when every packet was sent, dropped
+    /// by a scheduler or a rule, or left queued: `pspat run` then exits 0.
+    pub fn faults(&self) -> Vec<String> {
+        let mut f = self.errors();
+        let failed: u64 = self
+            .engine
+            .snapshot
+            .clients
+            .iter()
+            .map(|c| c.send_failed)
+            .sum();
+        if failed > 0 {
+            f.push(format!(
+                "the backend refused {failed} packets (send_failed)"
+            ));
+        }
+        f
+    }
+
     fn secs(&self) -> f64 {
         self.span_ns() as f64 / 1e9
     }

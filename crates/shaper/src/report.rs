@@ -106,6 +106,30 @@ impl Report {
                 + self.in_mailboxes) as i64
     }
 
+    /// What lost frames the shaper was to carry, one line each: the threads' errors, the
+    /// frames the output refused (`send_failed`) or the reverse path could not pass, and
+    /// any frame unaccounted. Empty when every frame was sent, dropped with a reason (a
+    /// rule, a queue limit, overload) or left queued: `pspat shape` then exits 0.
+    pub fn faults(&self) -> Vec<String> {
+        let mut f = self.errors.clone();
+        if self.engine.send_failed > 0 {
+            f.push(format!(
+                "the output refused {} frames (send_failed)",
+                self.engine.send_failed
+            ));
+        }
+        if self.reverse.failed > 0 {
+            f.push(format!(
+                "the reverse path could not pass {} frames",
+                self.reverse.failed
+            ));
+        }
+        if self.unaccounted() != 0 {
+            f.push(format!("{} frames unaccounted", self.unaccounted()));
+        }
+        f
+    }
+
     /// The report as `pspat shape --json` writes it. (Keys come out sorted: serde_json's
     /// map without its `preserve_order` feature.)
     pub fn to_json(&self) -> serde_json::Value {
@@ -270,6 +294,28 @@ mod tests {
                  error: receiving: boom"
             )
         );
+    }
+
+    #[test]
+    fn faults_are_what_lost_frames_and_nothing_else() {
+        let mut r = report();
+        assert_eq!(
+            r.faults(),
+            [
+                "receiving: boom",
+                "the output refused 2 frames (send_failed)",
+                "4 frames unaccounted"
+            ]
+        );
+        r.reverse.failed = 3;
+        assert_eq!(r.faults()[2], "the reverse path could not pass 3 frames");
+        // Drops with a reason (rules, full mailboxes and pools), queued frames: no fault.
+        r.errors.clear();
+        r.engine.send_failed = 0;
+        r.reverse.failed = 0;
+        r.rx.frames -= 6;
+        assert_eq!(r.unaccounted(), 0);
+        assert!(r.faults().is_empty(), "{:?}", r.faults());
     }
 
     #[test]
