@@ -9,6 +9,7 @@
 //!   [`afpacket`] (Ethernet frames on a network interface; also the raw AF_PACKET
 //!   [`afpacket::TxSocket`] and [`afpacket::RxRing`] a shaper is built from);
 //!   [`parse_backend`] builds one from a command-line specification;
+//! - [`link`]: whether an interface exists and is up (a shaper riding through a flap);
 //! - [`clock`]: the engine clock (CLOCK_MONOTONIC ns) all packet times use;
 //! - [`payload`]: the header synthetic packets carry, so that a receiver can tell client,
 //!   flow, sequence number and times.
@@ -29,6 +30,7 @@ pub mod afpacket;
 pub mod backend;
 pub mod clock;
 pub mod cpu;
+pub mod link;
 pub mod null;
 mod parse;
 pub mod payload;
