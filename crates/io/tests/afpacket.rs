@@ -386,6 +386,80 @@ fn a_stripped_vlan_tag_is_reported_and_can_be_put_back() {
     });
 }
 
+/// `tags` (TPID, TCI) inserted after the MAC addresses of `plain`, outermost first.
+fn with_tags(plain: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+    let mut f = plain[..12].to_vec();
+    for (tpid, tci) in tags {
+        f.extend_from_slice(&tpid.to_be_bytes());
+        f.extend_from_slice(&tci.to_be_bytes());
+    }
+    f.extend_from_slice(&plain[12..]);
+    f
+}
+
+#[test]
+fn a_stripped_tag_is_reported_with_its_tpid_802_1ad_included() {
+    in_netns(|| {
+        let mut tx = TxSocket::open("a", &TxOptions::default()).unwrap();
+        let mut rx = RxRing::open("b", &small_ring()).unwrap();
+        let plain = test_frame(43, 150);
+        // 802.1ad outside 802.1Q (QinQ), 802.1ad alone, 802.1Q alone.
+        let sent = [
+            with_tags(&plain, &[(0x88a8, 0x0064), (0x8100, 0x2005)]),
+            with_tags(&plain, &[(0x88a8, 0x3007)]),
+            with_tags(&plain, &[(0x8100, 0x0009)]),
+        ];
+        assert_eq!(tx.send_batch(3, |i| &sent[i]).unwrap(), 3);
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < 3 && Instant::now() < deadline {
+            if rx.wait(Duration::from_millis(20)).unwrap() {
+                rx.for_each_frame(|f| {
+                    got.push((f.data.to_vec(), f.vlan_tci, f.vlan_tpid));
+                });
+            }
+        }
+        // The kernel removes the outer tag only, whatever its TPID, and says which it was;
+        // an inner tag stays in the frame.
+        let want = [
+            (with_tags(&plain, &[(0x8100, 0x2005)]), Some(0x0064), 0x88a8),
+            (plain.clone(), Some(0x3007), 0x88a8),
+            (plain.clone(), Some(0x0009), 0x8100),
+        ];
+        assert_eq!(got, want);
+    });
+}
+
+#[test]
+fn a_frame_the_kernel_refuses_costs_only_itself() {
+    in_netns(|| {
+        let mut tx = TxSocket::open("a", &TxOptions::default()).unwrap();
+        let mut rx = RxRing::open("b", &small_ring()).unwrap();
+        // 1515 bytes untagged on an MTU of 1500: EMSGSIZE. In the first, a middle and the
+        // last position of a sendmmsg, and twice in a row, among 2 * BATCH frames.
+        let n = 2 * BATCH;
+        let refused = [0, 5, 6, BATCH - 1, BATCH + 7, n - 1];
+        let frames: Vec<Vec<u8>> = (0..n)
+            .map(|i| test_frame(i as u32, if refused.contains(&i) { 1515 } else { 1514 }))
+            .collect();
+        assert_eq!(
+            tx.send_batch(n, |i| &frames[i]).unwrap(),
+            n - refused.len(),
+            "every frame but the refused ones sent"
+        );
+        let got = recv_until(&mut rx, n, Duration::from_secs(2), ours);
+        let want: Vec<&Vec<u8>> = (0..n)
+            .filter(|i| !refused.contains(i))
+            .map(|i| &frames[i])
+            .collect();
+        let got: Vec<&Vec<u8>> = got.iter().map(|g| &g.0).collect();
+        assert_eq!(got, want, "the others arrived, in order");
+        // A batch of refused frames only: none sent, and no error for the socket.
+        let big = [test_frame(900, 1515), test_frame(901, 1600)];
+        assert_eq!(tx.send_batch(2, |i| &big[i]).unwrap(), 0);
+    });
+}
+
 #[test]
 fn a_partial_checksum_crosses_with_its_vnet_header_and_not_without() {
     in_netns(|| {

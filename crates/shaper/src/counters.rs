@@ -31,7 +31,8 @@ pub(crate) struct RxCounters {
     pub truncated: AtomicU64,
     /// Shorter than an Ethernet header.
     pub runt: AtomicU64,
-    /// Longer than the output interface can send.
+    /// Longer than the output interface can send (its MTU and Ethernet header, and 4
+    /// bytes more when the outermost tag is 802.1Q: see `image.rs`).
     pub too_long: AtomicU64,
     /// No free frame slot (every slot holds a queued frame).
     pub pool_full: AtomicU64,

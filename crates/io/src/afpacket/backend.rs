@@ -31,7 +31,7 @@
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
 
-use super::{resolve, sys, AfPacketError, TxOptions, TxSocket, BATCH};
+use super::{resolve, sys, AfPacketError, AfterRefusal, TxOptions, TxSocket, BATCH};
 use crate::backend::{Backend, SendError, Sender};
 use crate::payload::{self, HEADER_LEN, MAX_WIRE_LEN, WIRE_OVERHEAD};
 use crate::Pkt;
@@ -229,16 +229,29 @@ impl Sender for AfPacketSender {
                 )));
             }
             let (slots, lens, slot) = (&self.slots, &self.lens, self.max_frame);
-            let k = match self
-                .sock
-                .send_batch(n, |i| &slots[i * slot..i * slot + lens[i]])
-            {
-                Ok(k) => k,
-                Err(_) if sent > 0 => return Ok(sent),
-                Err(e) => return Err(e.into()),
-            };
-            sent += k;
-            if k < n {
+            // The packets sent must be the first ones of the batch (`Sender::send`): the
+            // batch ends at a refused frame.
+            let mut refusal = None;
+            let done = self.sock.send_frames(
+                n,
+                |i| &slots[i * slot..i * slot + lens[i]],
+                |i, e| {
+                    refusal = Some((i, e));
+                    AfterRefusal::Stop
+                },
+            );
+            sent += done.sent;
+            if let Some((i, source)) = refusal.filter(|_| sent == 0) {
+                return Err(SendError::Io {
+                    what: format!(
+                        "sendmmsg on {} (frame of {} bytes)",
+                        self.sock.ifname(),
+                        lens[i]
+                    ),
+                    source,
+                });
+            }
+            if done.sent < n {
                 return Ok(sent);
             }
         }

@@ -22,10 +22,15 @@ pub struct Frame<'a> {
     pub wire_len: u32,
     /// Receive timestamp, CLOCK_REALTIME in ns (the kernel's software timestamp).
     pub ts_ns: u64,
-    /// The TCI (priority, DEI, VLAN id) of the 802.1Q tag the kernel removed from the frame,
-    /// `None` when it removed none. Re-insert `81 00` and the TCI (big-endian) after the
-    /// two MAC addresses to get the frame as it was on the wire.
+    /// The TCI (priority, DEI, VLAN id) of the VLAN tag the kernel removed from the frame
+    /// (its outermost one), `None` when it removed none. Re-insert [`Frame::vlan_tpid`] and
+    /// the TCI (both big-endian) after the two MAC addresses to get the frame as it was on
+    /// the wire.
     pub vlan_tci: Option<u16>,
+    /// The TPID of that tag: 0x8100 (802.1Q) or 0x88a8 (802.1ad, the outer tag of QinQ),
+    /// from `tp_vlan_tpid` when the kernel marks it valid (`TP_STATUS_VLAN_TPID_VALID`),
+    /// [`ETH_P_8021Q`] when it does not say. 0 when `vlan_tci` is `None`.
+    pub vlan_tpid: u16,
     /// The kernel says the frame's TCP/UDP checksum is not complete yet
     /// (`TP_STATUS_CSUMNOTREADY`): a frame sent by a local socket through an interface
     /// with checksum offload (veth, tap) carries only the pseudo-header sum, to be finished
@@ -46,6 +51,9 @@ impl Frame<'_> {
     }
 }
 
+/// The 802.1Q TPID (`ETH_P_8021Q`): what a stripped tag had when the kernel does not say.
+pub const ETH_P_8021Q: u16 = 0x8100;
+
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
@@ -65,6 +73,7 @@ const LEN: usize = offset_of!(H3, tp_len);
 const STATUS: usize = offset_of!(H3, tp_status);
 const MAC: usize = offset_of!(H3, tp_mac);
 const VLAN_TCI: usize = offset_of!(H3, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
+const VLAN_TPID: usize = offset_of!(H3, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid);
 
 /// Reads frame header at `at` in `block`; None if it or its data are out of bounds. With
 /// `vnet`, the ring puts a virtio-net header right before the frame, after the TPACKET3
@@ -88,6 +97,11 @@ fn frame_at(block: &[u8], at: usize, vnet: bool) -> Option<(Frame<'_>, u32)> {
     let vlan_tci = (status & libc::TP_STATUS_VLAN_VALID != 0)
         .then(|| u32_at(block, at + VLAN_TCI).map(|t| t as u16))
         .flatten();
+    let vlan_tpid = match vlan_tci {
+        None => 0,
+        Some(_) if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 => u16_at(block, at + VLAN_TPID)?,
+        Some(_) => ETH_P_8021Q,
+    };
     let ts_ns =
         u64::from(u32_at(block, at + SEC)?) * 1_000_000_000 + u64::from(u32_at(block, at + NSEC)?);
     let frame = Frame {
@@ -95,6 +109,7 @@ fn frame_at(block: &[u8], at: usize, vnet: bool) -> Option<(Frame<'_>, u32)> {
         wire_len: u32_at(block, at + LEN)?,
         ts_ns,
         vlan_tci,
+        vlan_tpid,
         csum_not_ready: status & libc::TP_STATUS_CSUMNOTREADY != 0,
         with_vnet,
     };
@@ -126,7 +141,8 @@ pub(super) fn for_each_in_block(block: &[u8], vnet: bool, f: &mut impl FnMut(Fra
 mod tests {
     use super::*;
 
-    /// Writes a block by hand at the C offsets: `frames` = (data, tp_len, vlan) each.
+    /// Writes a block by hand at the C offsets: `frames` = (data, tp_len, vlan) each; a
+    /// tag's TPID is left to the kernel's default (not marked valid).
     fn block(frames: &[(&[u8], u32, Option<u16>)]) -> Vec<u8> {
         let mut b = vec![0u8; 4096];
         let put32 = |b: &mut Vec<u8>, at: usize, v: u32| {
@@ -153,6 +169,8 @@ mod tests {
             put32(&mut b, at + STATUS, libc::TP_STATUS_USER | status);
             b[at + MAC..at + MAC + 2].copy_from_slice(&(mac as u16).to_ne_bytes());
             put32(&mut b, at + VLAN_TCI, u32::from(vlan.unwrap_or(0xffff)));
+            // A TPID the walk must not take while the status does not mark it valid.
+            b[at + VLAN_TPID..at + VLAN_TPID + 2].copy_from_slice(&0x9999u16.to_ne_bytes());
             b[at + mac..at + mac + data.len()].copy_from_slice(data);
             at += next;
         }
@@ -168,7 +186,7 @@ mod tests {
             (NEXT, SEC, NSEC, SNAPLEN, LEN, STATUS, MAC),
             (0, 4, 8, 12, 16, 20, 24)
         );
-        assert_eq!(VLAN_TCI, 32);
+        assert_eq!((VLAN_TCI, VLAN_TPID), (32, 36));
         assert_eq!((NUM_PKTS, FIRST_PKT), (12, 16));
     }
 
@@ -189,6 +207,25 @@ mod tests {
         assert_eq!(seen[0], (a.to_vec(), 60, 3_000_000_007, None));
         assert_eq!(seen[1], (b.clone(), 300, 3_000_000_008, Some(0x2005)));
         assert_eq!(seen[2], (a[..14].to_vec(), 14, 3_000_000_009, Some(0)));
+    }
+
+    #[test]
+    fn a_tags_tpid_is_the_kernels_when_valid_and_802_1q_otherwise() {
+        let a = [3u8; 64];
+        let mut blk = block(&[(&a, 64, Some(0x0064)), (&a, 64, Some(5)), (&a, 64, None)]);
+        // The first frame's tag was 802.1ad, and the kernel says so.
+        let status = libc::TP_STATUS_USER | libc::TP_STATUS_VLAN_VALID;
+        let valid = status | libc::TP_STATUS_VLAN_TPID_VALID;
+        blk[48 + STATUS..48 + STATUS + 4].copy_from_slice(&valid.to_ne_bytes());
+        blk[48 + VLAN_TPID..48 + VLAN_TPID + 2].copy_from_slice(&0x88a8u16.to_ne_bytes());
+        let mut seen = Vec::new();
+        for_each_in_block(&blk, false, &mut |f: Frame<'_>| {
+            seen.push((f.vlan_tci, f.vlan_tpid))
+        });
+        assert_eq!(
+            seen,
+            [(Some(0x0064), 0x88a8), (Some(5), ETH_P_8021Q), (None, 0)]
+        );
     }
 
     #[test]

@@ -5,14 +5,16 @@
 //! Each sender copies up to [`BATCH`] frames out of the pool into its own buffer (which
 //! frees their slots at once) and hands them to one sendmmsg(2); it allocates nothing per
 //! frame. A frame missing from the pool, or refused by the device, ends the batch there:
-//! the engine counts it and the rest as send failures, and [`Sender::discard`] frees only
-//! the slots that were not copied out already.
+//! [`Sender::send`] reports the packets sent as the first ones of its batch, so the engine
+//! counts that frame and the rest as send failures, and [`Sender::discard`] frees only the
+//! slots that were not copied out already. (A frame the output cannot send for its length
+//! never gets here: the shaper counts it `too_long` on arrival, by the kernel's own rule.)
 
 use std::sync::Arc;
 
 use pspat_mailbox::FramePool;
 
-use super::{TxOptions, TxSocket, BATCH};
+use super::{AfterRefusal, BatchSent, TxOptions, TxSocket, BATCH};
 use crate::{Backend, Pkt, SendError, Sender};
 
 /// The `afpacket-frames` backend: opens one AF_PACKET socket on `ifname` per transmitting
@@ -78,52 +80,57 @@ impl Sender for FrameSender {
         self.skip = 0;
         let mut done = 0;
         for chunk in batch.chunks(BATCH) {
-            // Copy the chunk's frames out of the pool (which frees their slots). A frame
-            // that is not there stops the batch: it and the rest count as send failures.
-            let mut n = 0;
-            let mut bad = None;
+            // Copy the chunk's frames out of the pool (which frees their slots), up to one
+            // that is not there.
+            let mut copied = 0;
+            let mut missing = None;
             for (i, p) in chunk.iter().enumerate() {
                 let out = &mut self.buf[i * self.slot..(i + 1) * self.slot];
                 match self.pool.take_into(p.client, p.seq, out) {
                     Ok(len) => {
                         self.lens[i] = len;
-                        n += 1;
+                        copied += 1;
                     }
                     Err(e) => {
-                        bad = Some(e);
+                        missing = Some(e);
                         break;
                     }
                 }
             }
             let (buf, lens, slot) = (&self.buf, &self.lens, self.slot);
-            // Copied out but not sent (and the missing frame itself): not to be discarded.
-            let taken = n + usize::from(bad.is_some());
-            let sent = match self
-                .sock
-                .send_batch(n, |i| &buf[i * slot..i * slot + lens[i]])
-            {
-                Ok(s) => s,
-                Err(e) => {
-                    self.skip = taken;
-                    if done == 0 {
-                        return Err(SendError::Config(e.to_string()));
-                    }
-                    return Ok(done);
-                }
-            };
-            done += sent;
-            if sent < n || bad.is_some() {
-                self.skip = taken - sent;
+            let mut refusal = None;
+            let sent = self.sock.send_frames(
+                copied,
+                |i| &buf[i * slot..i * slot + lens[i]],
+                |i, e| {
+                    refusal = Some((i, e));
+                    AfterRefusal::Stop
+                },
+            );
+            let c = settle(copied, missing.is_some(), sent);
+            done += c.sent;
+            self.skip = c.skip;
+            if c.whole {
+                continue;
             }
-            if sent < n {
+            if done > 0 {
                 return Ok(done);
             }
-            if let Some(e) = bad {
-                if done == 0 {
-                    return Err(SendError::Config(format!("frame pool: {e}")));
-                }
-                return Ok(done);
+            // Nothing of the batch went: say why (a device that stayed busy is no error).
+            if let Some((i, source)) = refusal {
+                return Err(SendError::Io {
+                    what: format!(
+                        "sendmmsg on {} (frame of {} bytes)",
+                        self.sock.ifname(),
+                        lens[i]
+                    ),
+                    source,
+                });
             }
+            if let Some(e) = missing {
+                return Err(SendError::Config(format!("frame pool: {e}")));
+            }
+            return Ok(0);
         }
         Ok(done)
     }
@@ -135,5 +142,109 @@ impl Sender for FrameSender {
         for p in &pkts[skip..] {
             self.pool.discard(p.client, p.seq);
         }
+    }
+}
+
+/// What became of one chunk of a batch, in [`Sender::send`]'s terms.
+#[derive(Debug, PartialEq, Eq)]
+struct Chunk {
+    /// Its first `sent` packets went out.
+    sent: usize,
+    /// Of the packets after those, how many had their frames taken out of the pool
+    /// already (copied, or found missing): [`Sender::discard`] must leave their slots.
+    skip: usize,
+    /// Every packet of the chunk went out: go on with the next one.
+    whole: bool,
+}
+
+/// Settles a chunk whose first `copied` frames were copied out of the pool (then one was
+/// missing from it, when `missing`) and given to [`TxSocket::send_frames`], which stopped
+/// at the first refusal: so the frames it sent are the first `sent.sent`.
+fn settle(copied: usize, missing: bool, sent: BatchSent) -> Chunk {
+    debug_assert!(sent.end <= copied && sent.refused <= 1);
+    debug_assert_eq!(sent.sent + sent.refused, sent.end);
+    Chunk {
+        sent: sent.sent,
+        skip: copied - sent.sent + usize::from(missing),
+        whole: sent.sent == copied && !missing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(sent: usize, refused: usize, end: usize) -> BatchSent {
+        BatchSent { sent, refused, end }
+    }
+
+    #[test]
+    fn a_whole_chunk_goes_on_and_leaves_nothing_to_skip() {
+        let c = settle(64, false, sent(64, 0, 64));
+        assert_eq!(
+            c,
+            Chunk {
+                sent: 64,
+                skip: 0,
+                whole: true
+            }
+        );
+        assert!(settle(0, false, sent(0, 0, 0)).whole, "an empty chunk");
+    }
+
+    #[test]
+    fn a_refused_frame_ends_the_batch_and_its_copied_frames_are_not_discarded() {
+        // Frame 5 of 10 refused: 0..5 sent, 5..10 were copied out (their slots are free).
+        assert_eq!(
+            settle(10, false, sent(5, 1, 6)),
+            Chunk {
+                sent: 5,
+                skip: 5,
+                whole: false
+            }
+        );
+        // The first refused: nothing sent, every frame copied out.
+        assert_eq!(
+            settle(10, false, sent(0, 1, 1)),
+            Chunk {
+                sent: 0,
+                skip: 10,
+                whole: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_frame_missing_from_the_pool_ends_the_batch_after_the_ones_before_it() {
+        // Frames 0..3 copied and sent, the 4th missing: it is skipped too (not ours).
+        assert_eq!(
+            settle(3, true, sent(3, 0, 3)),
+            Chunk {
+                sent: 3,
+                skip: 1,
+                whole: false
+            }
+        );
+        // Missing, and the device stayed busy after 1 of the 3 copied.
+        assert_eq!(
+            settle(3, true, sent(1, 0, 1)),
+            Chunk {
+                sent: 1,
+                skip: 3,
+                whole: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_device_that_stays_busy_ends_the_batch() {
+        assert_eq!(
+            settle(8, false, sent(2, 0, 2)),
+            Chunk {
+                sent: 2,
+                skip: 6,
+                whole: false
+            }
+        );
     }
 }

@@ -41,8 +41,11 @@
 //!
 //! The socket is blocking: when the socket's send buffer is full the call waits, which is
 //! back-pressure, not loss. ENOBUFS and EAGAIN (the device or its qdisc refused the frame)
-//! are retried a few times after a short spin, then [`TxSocket::send_batch`] returns the
-//! frames sent so far and the caller decides (the backend counts the rest as drops).
+//! are retried a few times after a short spin, then [`TxSocket::send_batch`] ends the
+//! batch there and the caller decides (the backend counts the rest as drops). A frame the
+//! kernel refuses for itself (longer than the interface sends: see [`TxSocket`] for the
+//! kernel's rule) is left out and the rest of the batch sent; [`TxSocket::send_frames`]
+//! says which, and lets a caller stop there instead.
 //!
 //! # Receiving ([`RxRing`])
 //!
@@ -96,15 +99,15 @@
 //!   frame's offload state (checksum partial or verified, GSO) in a virtio-net header right
 //!   before it ([`Frame::with_vnet`], [`Frame::vnet`]). Linux 5.1 or later.
 //!
-//! **VLAN tags.** Linux removes the 802.1Q tag of a received frame before any packet
-//! socket sees it: the driver's VLAN offload does, or else the receive path does it in
-//! software (`skb_vlan_untag`), on every kind of interface, veth included. The ring then
-//! reports the tag aside in `tp_vlan_tci`; [`Frame::vlan_tci`] exposes it (`Some` exactly
-//! when the kernel says it removed one), and [`Frame::data`] is the frame without it. A
-//! shaper forwarding the frame unchanged must re-insert the 4 bytes `81 00 TCI` after the
-//! two MAC addresses (the TPID 0x8100 is an assumption: the removed TPID is not exposed,
-//! and 802.1ad 0x88a8 outer tags are rare on the interfaces pspat shapes). Frames handed to
-//! a [`TxSocket`] are sent as they are, tag included.
+//! **VLAN tags.** Linux removes the outer VLAN tag of a received frame (802.1Q 0x8100 or
+//! 802.1ad 0x88a8) before any packet socket sees it: the driver's VLAN offload does, or
+//! else the receive path does it in software (`skb_vlan_untag`), on every kind of
+//! interface, veth included; an inner tag stays in the frame. The ring then reports the
+//! tag aside in `tp_vlan_tci` and `tp_vlan_tpid`; [`Frame::vlan_tci`] and
+//! [`Frame::vlan_tpid`] expose them (the TCI is `Some` exactly when the kernel says it
+//! removed a tag), and [`Frame::data`] is the frame without it. A shaper forwarding the
+//! frame unchanged must re-insert the 4 bytes `TPID TCI` after the two MAC addresses.
+//! Frames handed to a [`TxSocket`] are sent as they are, tags included.
 //!
 //! **Timestamps.** [`Frame::ts_ns`] is the kernel's software receive timestamp,
 //! CLOCK_REALTIME in ns — not the engine clock ([`crate::clock`], CLOCK_MONOTONIC).
@@ -127,10 +130,10 @@ use std::ffi::CString;
 use std::io;
 
 pub use backend::{AfPacket, DEFAULT_DST_IP, DEFAULT_PORT, DEFAULT_SRC_IP};
-pub use frame::Frame;
+pub use frame::{Frame, ETH_P_8021Q};
 pub use frame_tx::FrameTx;
 pub use rx::{Fanout, FanoutMode, RxOptions, RxRing, RxStats};
-pub use tx::{TxOptions, TxSocket, BATCH};
+pub use tx::{AfterRefusal, BatchSent, TxOptions, TxSocket, BATCH};
 
 /// Why an AF_PACKET operation failed. Every variant names the interface and the
 /// operation.

@@ -225,3 +225,178 @@ pub fn last_allowed_cpu() -> usize {
     let last = list.rsplit([',', '-']).next().unwrap();
     last.parse().expect("a CPU number")
 }
+
+/// A raw AF_PACKET socket on one interface, for tests that send hand-made frames and check
+/// byte for byte what arrives. Open it in the interface's namespace (in [`Netns::run`]); it
+/// stays there whichever thread uses it later. It does not see the frames it sends itself
+/// (PACKET_IGNORE_OUTGOING).
+///
+/// The kernel removes a received frame's outer VLAN tag before packet sockets see it and
+/// reports it aside (PACKET_AUXDATA: the TCI, and the TPID when it sets
+/// TP_STATUS_VLAN_TPID_VALID); [`RawSocket::recv`] puts it back, so what it returns is the
+/// frame as it was on the wire. (Independent of `pspat_io`'s ring, which the shaper's own
+/// reading of the tag goes through.)
+pub struct RawSocket {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl RawSocket {
+    /// Opens one bound to `dev`, receiving every frame that arrives on it.
+    pub fn open(dev: &str) -> Result<RawSocket, String> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let err = |what: &str| format!("{what} ({dev}): {}", std::io::Error::last_os_error());
+        let name = std::ffi::CString::new(dev).map_err(|e| e.to_string())?;
+        // SAFETY: `name` is a NUL-terminated string that lives across the call.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if ifindex == 0 {
+            return Err(err("if_nametoindex"));
+        }
+        // Protocol 0 until the bind: no frame of another interface is queued before it.
+        // SAFETY: socket(2) takes no pointers.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(err("socket(AF_PACKET)"));
+        }
+        // SAFETY: `raw` was just returned by socket(2) and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        for (opt, what) in [
+            (libc::PACKET_AUXDATA, "PACKET_AUXDATA"),
+            (libc::PACKET_IGNORE_OUTGOING, "PACKET_IGNORE_OUTGOING"),
+        ] {
+            let one: libc::c_int = 1;
+            // SAFETY: `one` is a live c_int whose size is passed; the kernel only reads it.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_PACKET,
+                    opt,
+                    (&one as *const libc::c_int).cast(),
+                    size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(err(what));
+            }
+        }
+        // SAFETY: sockaddr_ll is plain integers and arrays; all zeroes is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as libc::c_ushort;
+        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_ifindex = ifindex as libc::c_int;
+        // SAFETY: `sll` is a valid sockaddr_ll that lives across the call, its size given.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(err("bind"));
+        }
+        Ok(RawSocket { fd })
+    }
+
+    /// Sends `frame` as it is (destination MAC first).
+    pub fn send(&self, frame: &[u8]) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `frame` is a live slice of the length passed; the kernel only reads it.
+        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        if n < 0 {
+            return Err(format!(
+                "send of a {}-byte frame: {}",
+                frame.len(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The next frame that arrives within `timeout`, as it was on the wire (its outer VLAN
+    /// tag put back, with its TPID), or `None`.
+    pub fn recv(&self, timeout: std::time::Duration) -> Result<Option<Vec<u8>>, String> {
+        use std::os::fd::AsRawFd;
+        let fd = self.fd.as_raw_fd();
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `pfd` is one valid, writable pollfd that lives across the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            return Err(format!("poll: {}", std::io::Error::last_os_error()));
+        }
+        if rc == 0 {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; 65_536];
+        // u64s: a control buffer aligned for cmsghdr.
+        let mut control = [0u64; 16];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is integers and raw pointers; all zeroes is a valid value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = size_of_val(&control) as _;
+        // SAFETY: `msg` points at `iov` (describing `buf`) and `control`, all writable and
+        // alive across the call, with their lengths.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_TRUNC) };
+        if n < 0 {
+            return Err(format!("recvmsg: {}", std::io::Error::last_os_error()));
+        }
+        let n = n as usize;
+        if n > buf.len() {
+            return Err(format!(
+                "a frame of {n} bytes, longer than the test's buffer"
+            ));
+        }
+        let mut tag = None;
+        // SAFETY: `msg` was filled by recvmsg; CMSG_FIRSTHDR/CMSG_NXTHDR walk the control
+        // bytes it reports, within `control`.
+        let mut c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+        while !c.is_null() {
+            // SAFETY: `c` points at a complete cmsghdr inside `control` (CMSG_FIRSTHDR and
+            // CMSG_NXTHDR return null otherwise).
+            let h = unsafe { &*c };
+            if h.cmsg_level == libc::SOL_PACKET && h.cmsg_type == libc::PACKET_AUXDATA {
+                // SAFETY: a PACKET_AUXDATA message carries one tpacket_auxdata; its data
+                // may be unaligned for it, hence the unaligned read.
+                let aux: libc::tpacket_auxdata =
+                    unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(c).cast()) };
+                if aux.tp_status & libc::TP_STATUS_VLAN_VALID != 0 {
+                    let tpid = if aux.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                        aux.tp_vlan_tpid
+                    } else {
+                        0x8100
+                    };
+                    tag = Some((tpid, aux.tp_vlan_tci));
+                }
+            }
+            // SAFETY: as above; `c` is a header of `msg`'s control bytes.
+            c = unsafe { libc::CMSG_NXTHDR(&msg, c) };
+        }
+        let data = &buf[..n];
+        Ok(Some(match tag {
+            Some((tpid, tci)) if n >= 12 => {
+                let mut f = Vec::with_capacity(n + 4);
+                f.extend_from_slice(&data[..12]);
+                f.extend_from_slice(&tpid.to_be_bytes());
+                f.extend_from_slice(&tci.to_be_bytes());
+                f.extend_from_slice(&data[12..]);
+                f
+            }
+            _ => data.to_vec(),
+        }))
+    }
+}
+
+/// Sets the MTU of `dev` (in the calling thread's namespace).
+pub fn set_mtu(dev: &str, mtu: u32) -> Result<String, String> {
+    ip(&format!("link set dev {dev} mtu {mtu}"))
+}
