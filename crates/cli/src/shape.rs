@@ -84,6 +84,10 @@ pub struct ShapeArgs {
     /// Send through the output interface's qdisc instead of bypassing it.
     #[arg(long)]
     pub no_qdisc_bypass: bool,
+    /// How long a deleted interface is waited for before the shaper gives up on it and
+    /// exits (1); an interface that is down but present is waited for as long as it takes.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = pspat_units::parse_duration)]
+    pub link_wait: Duration,
     /// Finish in software the TCP/UDP checksums that senders left to offload, instead of
     /// passing each frame's offload state through (PACKET_VNET_HDR, the default on Linux
     /// 5.1 and later; software is the only way before).
@@ -118,6 +122,7 @@ impl ShapeArgs {
             link_spin: Duration::from_micros(self.link_spin_us),
             qdisc_bypass: !self.no_qdisc_bypass,
             sw_checksum: self.sw_checksum,
+            link_wait: self.link_wait,
         }
     }
 }
@@ -160,11 +165,12 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     let mut prev = shaper.snapshot();
     let mut next_tick = stats_every;
     let tty = std::io::stderr().is_terminal();
+    let mut links = shaper.links();
     loop {
         // ORDERING: Relaxed: pairs with the handler's store.
         if interrupted.load(Ordering::Relaxed)
             || a.duration.is_some_and(|d| shaper.elapsed() >= d)
-            || shaper.rx_stopped()
+            || shaper.thread_ended()
         {
             break;
         }
@@ -172,6 +178,13 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
         if let Some(r) = shaper.poll_reload() {
             eprintln!("pspat shape: {r}");
         }
+        let now_links = shaper.links();
+        for (now, before) in now_links.iter().zip(&links) {
+            for line in now.changes_since(before) {
+                eprintln!("pspat shape: {line}");
+            }
+        }
+        links = now_links;
         if let (Some(t), Some(every)) = (next_tick, stats_every) {
             if shaper.elapsed() >= t {
                 next_tick = Some(t + every);
@@ -185,7 +198,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
             }
         }
     }
-    // Told to stop: by a signal or the duration; else a receiving thread ended by itself.
+    // Told to stop: by a signal or the duration; else a thread of the shaper ended by itself.
     // ORDERING: Relaxed: as above.
     let signalled = interrupted.load(Ordering::Relaxed);
     let told = signalled || a.duration.is_some_and(|d| shaper.elapsed() >= d);
@@ -199,7 +212,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     if !told {
         let mut why = report.faults();
         if why.is_empty() {
-            why.push("a receiving thread ended".into());
+            why.push("a shaper thread ended".into());
         }
         anyhow::bail!("the shaper stopped by itself: {}", why.join("; "));
     }

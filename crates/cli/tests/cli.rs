@@ -481,7 +481,7 @@ fn run_names_bad_input() {
         (&["--rate", "0"][..], "(or unlimited)"),
         (&["--rate", "11T"], "10 Tbit/s"),
         (&["--duration", "soon"], "duration: "),
-        (&["--interval", "1h"], "--interval: "),
+        (&["--interval", "1d"], "--interval: "),
         (&["--dummynet", dn, "--stats-every", "x"], "--stats-every: "),
     ] {
         let o = run(&[&["run", "--backend", "null"], args].concat());

@@ -17,15 +17,16 @@
 
 #[path = "../../shaper/tests/common/mod.rs"]
 mod common;
+mod shape_process;
 
 use std::net::UdpSocket;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use common::{topology_or_skip, Topology, RCV_ADDR, SND_ADDR};
 use serde_json::Value;
+use shape_process::Shape;
 
 const CONFIG: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -95,103 +96,6 @@ fn bad_interfaces_and_options_are_named() {
     }
 }
 
-/// Longest wait for a line of the shaper's, or for it to end.
-const PATIENCE: Duration = Duration::from_secs(20);
-
-/// `pspat shape --in s1 --out r1 --config CONFIG ARGS`, started in the topology's shaper
-/// namespace, its stderr read line by line. Killed on drop: a failed assertion must not
-/// leave a shaper running.
-struct Shape {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    /// Every line of stderr received so far.
-    seen: Vec<String>,
-}
-
-impl Shape {
-    fn start(t: &Topology, args: &[&str]) -> Shape {
-        let bin = assert_cmd::cargo::cargo_bin("pspat");
-        let args: Vec<String> = ["shape", "--in", "s1", "--out", "r1", "--config", CONFIG]
-            .iter()
-            .chain(args)
-            .map(|a| a.to_string())
-            .collect();
-        // Spawned by the namespace's thread, the process starts in its namespace.
-        let mut child = t
-            .shp
-            .run(move || {
-                Command::new(bin)
-                    .args(args)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-            })
-            .expect("starting pspat shape");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Shape {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.seen.join("\n")
-    }
-
-    /// Waits for a line starting with `prefix` (one already seen counts).
-    fn wait_for(&mut self, prefix: &str) {
-        let deadline = Instant::now() + PATIENCE;
-        while !self.seen.iter().any(|l| l.starts_with(prefix)) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => self.seen.push(l),
-                Err(_) => panic!("no line '{prefix}...' from pspat shape:\n{}", self.stderr()),
-            }
-        }
-    }
-
-    /// Waits for the process to end and for the rest of its stderr.
-    fn wait(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + PATIENCE;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "pspat shape still runs:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        // The reader ends at the end of the pipe, closed when the process ended.
-        while let Ok(l) = self.lines.recv_timeout(PATIENCE) {
-            self.seen.push(l);
-        }
-        status
-    }
-}
-
-impl Drop for Shape {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Datagrams sent through the shaper by [`send_through`].
 const DATAGRAMS: u32 = 200;
 
@@ -244,6 +148,7 @@ fn a_run_prints_its_account_and_writes_the_json_report() {
     // For 1 s (a bare number: seconds), a live view every 0.5 s.
     let mut shape = Shape::start(
         &t,
+        CONFIG,
         &[
             "--duration",
             "1",
@@ -306,16 +211,17 @@ fn sigterm_stops_it_cleanly_with_its_account_and_json_report() {
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("shape.json");
     // No --duration: it runs until a signal.
-    let mut shape = Shape::start(&t, &["--stats", "0.5", "--json", json.to_str().unwrap()]);
+    let mut shape = Shape::start(
+        &t,
+        CONFIG,
+        &["--stats", "0.5", "--json", json.to_str().unwrap()],
+    );
     shape.wait_for("pspat shape: ready");
     let (sent, received) = send_through(&t);
     assert!(sent > 0 && received > 0, "sent {sent}, received {received}");
     // The loop runs (and so the handler is in place) once the live view shows.
     shape.wait_for("t=");
-    let pid = libc::pid_t::try_from(shape.child.id()).unwrap();
-    // SAFETY: kill takes no pointers; the pid is our child's, not yet reaped (it is
-    // reaped only by `wait` below or on drop), so it names no other process.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    shape.signal(libc::SIGTERM);
     let status = shape.wait();
     let err = shape.stderr();
     assert_eq!(status.code(), Some(0), "{err}");

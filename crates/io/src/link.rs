@@ -59,6 +59,16 @@ pub fn is_link_error(e: &io::Error) -> bool {
     )
 }
 
+/// Told by a sender when it finds its interface down or away, and when it can send
+/// again (with a socket opened again when the interface came back under a new index): how
+/// a shaper hears of its output's faults from the engine's transmitting threads.
+pub trait LinkEvents: Send + Sync {
+    /// A send failed because the link is down or gone (`why`: the error).
+    fn went_down(&self, why: &dyn std::fmt::Display);
+    /// Sending works again; `reopened`: on a new socket.
+    fn came_back(&self, reopened: bool);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,6 +51,10 @@ pub struct ShaperConfig {
     /// Finish partial TCP/UDP checksums in software instead of passing each frame's
     /// offload state through in a virtio-net header (`--sw-checksum`).
     pub sw_checksum: bool,
+    /// How long a deleted interface is waited for before the shaper gives up on it (an
+    /// interface that is down but present is waited for as long as it takes)
+    /// (`--link-wait`).
+    pub link_wait: Duration,
 }
 
 impl ShaperConfig {
@@ -67,6 +71,11 @@ impl ShaperConfig {
     /// Default [`ShaperConfig::link_spin`]: the shaper shares its CPUs with the traffic,
     /// so its arbiter sleeps rather than spins.
     pub const DEFAULT_LINK_SPIN: Duration = Duration::from_micros(20);
+
+    /// Default [`ShaperConfig::link_wait`]: long enough for a container or a tunnel to
+    /// recreate its interface, short enough for a supervisor to act on a shaper that
+    /// lost one for good.
+    pub const DEFAULT_LINK_WAIT: Duration = Duration::from_secs(30);
 
     /// Shapes from `input` to `output` with the configuration file `config`, every other
     /// option at its default.
@@ -87,6 +96,7 @@ impl ShaperConfig {
             link_spin: Self::DEFAULT_LINK_SPIN,
             qdisc_bypass: true,
             sw_checksum: false,
+            link_wait: Self::DEFAULT_LINK_WAIT,
         }
     }
 

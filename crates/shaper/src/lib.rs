@@ -58,6 +58,7 @@
 //! | `image.rs` | a received frame as the output sends it (tag, header, checksum) |
 //! | `reverse.rs` | the unshaped reverse path |
 //! | `counters.rs` | the shaper's counters and their totals |
+//! | `link.rs` | riding through link faults: [`LinkTotals`] |
 //! | `live.rs` | [`live_view`] |
 //! | `report.rs` | [`Report`]: the final account, as text and JSON |
 //!
@@ -71,6 +72,7 @@ mod config;
 mod counters;
 mod error;
 mod image;
+mod link;
 mod live;
 mod report;
 mod reverse;
@@ -80,6 +82,7 @@ mod shaper;
 pub use config::ShaperConfig;
 pub use counters::{EngineTotals, ReverseTotals, RxTotals};
 pub use error::ShaperError;
+pub use link::LinkTotals;
 pub use live::live_view;
 pub use pspat_engine::reload::Reload;
 pub use report::Report;

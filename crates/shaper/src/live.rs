@@ -23,6 +23,17 @@ pub fn live_view(prev: &Snapshot, now: &Snapshot) -> String {
         now.engine.sched_backlog,
     );
     s.push_str(&drop_line(&e1, &now.rx));
+    for l in &now.links {
+        if let Some(d) = l.down_for {
+            s.push_str(&format!(
+                "\n{} {} DOWN for {:.1}s ({}); waiting for it",
+                l.role,
+                l.name,
+                d.as_secs_f64(),
+                l.last_error
+            ));
+        }
+    }
     if let Some(d) = &now.dummynet {
         s.push('\n');
         s.push_str(&d.to_string());
@@ -68,6 +79,7 @@ mod tests {
             },
             reverse: ReverseTotals::default(),
             dummynet: None,
+            links: Vec::new(),
         }
     }
 
@@ -78,6 +90,22 @@ mod tests {
             live_view(&a, &b),
             "rx 2000 pkt/s 16.0 Mbit/s   tx 1000 pkt/s 8.0 Mbit/s   queued 7\n\
              drops: mailbox_full 2"
+        );
+        // A link down says so, with how long and why.
+        let mut down = b.clone();
+        down.links = vec![crate::LinkTotals {
+            role: "input",
+            name: "s1".into(),
+            downs: 1,
+            down_for: Some(std::time::Duration::from_millis(1500)),
+            last_error: "Network is down".into(),
+            ..Default::default()
+        }];
+        assert!(
+            live_view(&a, &down)
+                .ends_with("\ninput s1 DOWN for 1.5s (Network is down); waiting for it"),
+            "{}",
+            live_view(&a, &down)
         );
         // The same instant twice: no rates rather than a division by zero.
         assert_eq!(

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::config::ShaperConfig;
 use crate::counters::{EngineTotals, ReverseTotals, RxTotals};
+use crate::link::LinkTotals;
 use crate::shaper::ChecksumOffload;
 
 /// What [`crate::Shaper::stop`] returns: everything the final account needs.
@@ -41,6 +42,8 @@ pub struct Report {
     pub errors: Vec<String>,
     /// Per scheduler, instance and queue, just before the engine stopped.
     pub dummynet: Option<pspat_engine::DummynetStats>,
+    /// The input's and the output's faults (each seen by the threads using it).
+    pub links: Vec<LinkTotals>,
 }
 
 /// `(b - a) / secs`; 0 for an empty interval.
@@ -178,6 +181,14 @@ impl Report {
             "reverse_frames": self.reverse.frames,
             "reverse_failed": self.reverse.failed,
             "errors": self.errors,
+            "links": self.links.iter().map(|l| json!({
+                "role": l.role,
+                "name": l.name,
+                "downs": l.downs,
+                "ups": l.ups,
+                "reopens": l.reopens,
+                "down_at_stop_s": l.down_for.map(|d| d.as_secs_f64()),
+            })).collect::<Vec<_>>(),
             "dummynet": self.dummynet.as_ref().map(|d| serde_json::to_value(d).unwrap_or_default()),
         })
     }
@@ -214,6 +225,9 @@ impl fmt::Display for Report {
             self.reverse.frames,
             self.reverse.failed,
         )?;
+        for l in self.links.iter().filter(|l| l.downs > 0) {
+            write!(f, "\nlink: {}", l.line())?;
+        }
         let u = self.unaccounted();
         if u != 0 {
             write!(f, "\n{u} frame(s) unaccounted for")?;
@@ -272,6 +286,7 @@ mod tests {
             },
             errors: vec!["receiving: boom".into()],
             dummynet: None,
+            links: Vec::new(),
         }
     }
 
@@ -338,6 +353,7 @@ mod tests {
                 "in_mailboxes_at_stop",
                 "input",
                 "interrupted",
+                "links",
                 "output",
                 "queued_at_stop",
                 "reverse_failed",

@@ -3,27 +3,48 @@
 //! thread, `pspat-reverse`: an AF_PACKET ring on the output, a socket on the input.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pspat_io::afpacket::vnet::VNET_HDR_LEN;
-use pspat_io::afpacket::{RxRing, TxSocket};
+use pspat_io::afpacket::{RxOptions, RxRing, TxOptions, TxSocket};
 
 use crate::counters::{add, ReverseCounters};
 use crate::image::write_image;
+use crate::link::{LinkWatch, Recovery};
 
-/// What arrives on `ring` goes out of `tx`, unshaped, counted in `counters`. Returns the
-/// error that stopped it, if any. `vnet`: the ring and the socket carry a virtio-net
-/// header before each frame.
+/// The reverse path's interfaces and how to open its sockets again (see `link.rs`).
+pub(crate) struct ReverseLinks {
+    /// The output, where its ring receives.
+    pub output: Arc<LinkWatch>,
+    /// The input, where its socket sends.
+    pub input: Arc<LinkWatch>,
+    /// The ring's options.
+    pub rx: RxOptions,
+    /// The socket's options.
+    pub tx: TxOptions,
+    /// The ring and the socket carry a virtio-net header before each frame.
+    pub vnet: bool,
+    /// How long a deleted interface is waited for.
+    pub give_up: Duration,
+}
+
+/// What arrives on `ring` goes out of `tx`, unshaped, counted in `counters`, riding
+/// through faults of either interface (`links`). Returns the error that stopped it, if
+/// any.
 ///
 /// Its buffers grow to the largest batch a ring walk gave and are reused: after the first
 /// batches, nothing is allocated per frame.
 pub(crate) fn reverse(
     mut ring: RxRing,
     mut tx: TxSocket,
-    vnet: bool,
+    links: ReverseLinks,
     stop: &AtomicBool,
     counters: &ReverseCounters,
 ) -> Option<String> {
+    let vnet = links.vnet;
+    // ORDERING: Relaxed: as the loop's own check.
+    let stopping = || stop.load(Ordering::Relaxed);
     // Room for a frame of up to 64 KiB (a GSO super-frame, which the kernel segments when
     // the header says so), its tag and its header.
     const ROOM: usize = 65_536 + 18 + VNET_HDR_LEN;
@@ -35,6 +56,23 @@ pub(crate) fn reverse(
         match ring.wait(Duration::from_millis(50)) {
             Ok(false) => continue,
             Ok(true) => {}
+            Err(e) if e.is_link_fault() => {
+                // The output went down or away: wait for it.
+                links.output.went_down(&e);
+                match links
+                    .output
+                    .wait(ring.ifindex(), links.give_up, &stopping, &mut || {})
+                {
+                    Recovery::Up => {}
+                    Recovery::Reopen => match RxRing::open(links.output.name(), &links.rx) {
+                        Ok(r) => ring = r,
+                        Err(e) => return Some(format!("opening the output again: {e}")),
+                    },
+                    Recovery::Stopped => return None,
+                    Recovery::GaveUp(why) => return Some(why),
+                }
+                continue;
+            }
             Err(e) => return Some(e.to_string()),
         }
         let mut used = 0;
@@ -55,6 +93,24 @@ pub(crate) fn reverse(
         add(&counters.failed, unsendable);
         let sent = match tx.send_batch(used, |i| &batch[i][..lens[i]]) {
             Ok(n) => n,
+            Err(e) if e.is_link_fault() => {
+                // The input went down or away: this batch is lost (counted); wait for it.
+                add(&counters.failed, used as u64);
+                links.input.went_down(&e);
+                match links
+                    .input
+                    .wait(tx.ifindex(), links.give_up, &stopping, &mut || {})
+                {
+                    Recovery::Up => {}
+                    Recovery::Reopen => match TxSocket::open(links.input.name(), &links.tx) {
+                        Ok(t) => tx = t,
+                        Err(e) => return Some(format!("opening the input again: {e}")),
+                    },
+                    Recovery::Stopped => return None,
+                    Recovery::GaveUp(why) => return Some(why),
+                }
+                continue;
+            }
             Err(e) => {
                 add(&counters.failed, used as u64);
                 return Some(e.to_string());

@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use pspat_config::Direction;
 use pspat_engine::{Client, SubmitError};
-use pspat_io::afpacket::{Frame, RxRing, RxStats};
+use pspat_io::afpacket::{Frame, RxOptions, RxRing, RxStats};
+use pspat_io::link::{link_state, LinkState};
 use pspat_mailbox::{FrameError, FrameWriter};
 
 use crate::counters::{add, RxCounters};
 use crate::image::{image, Unsendable};
+use crate::link::{LinkWatch, Recovery};
 
 /// One receiving thread's state.
 pub(crate) struct Forwarder {
@@ -27,6 +29,35 @@ pub(crate) struct Forwarder {
     pub counters: Arc<RxCounters>,
     /// Where and how the frames go on.
     pub out: Out,
+    /// The input's faults, and how to open its ring again (see `link.rs`).
+    pub link: Arc<LinkWatch>,
+    pub reopen: Reopen,
+}
+
+/// How a receiving thread opens its ring again when the input comes back under a new
+/// index (deleted and created again).
+#[derive(Clone, Debug)]
+pub(crate) struct Reopen {
+    /// The ring's options (a fanout group is replaced: see [`Reopen::open`]).
+    pub opts: RxOptions,
+    /// How long a deleted input is waited for.
+    pub give_up: Duration,
+}
+
+impl Reopen {
+    /// Opens the ring on `ifname` again. The threads of a fanout group join a new group
+    /// named after the new index: the old group stays bound to the deleted interface
+    /// until every old ring has closed, and the kernel refuses to mix devices in a group.
+    pub fn open(&self, ifname: &str) -> Result<RxRing, String> {
+        let mut opts = self.opts;
+        if let (Some(f), LinkState::Present { index, .. }) = (
+            opts.fanout.as_mut(),
+            link_state(ifname).map_err(|e| format!("looking up {ifname}: {e}"))?,
+        ) {
+            f.group ^= (index as u16).rotate_left(8) | 1;
+        }
+        RxRing::open(ifname, &opts).map_err(|e| e.to_string())
+    }
 }
 
 impl Forwarder {
@@ -60,8 +91,43 @@ impl Forwarder {
                     });
                 }
                 Err(e) => {
-                    error = Some(e.to_string());
-                    break;
+                    if !e.is_link_fault() {
+                        error = Some(e.to_string());
+                        break;
+                    }
+                    // The input went down or away: wait for it, keep transmitting.
+                    self.link.went_down(&e);
+                    add(
+                        &self.counters.ring_drops,
+                        ring_drops(&mut self.ring, &last_stats),
+                    );
+                    let client = &mut self.client;
+                    let recovery = self.link.wait(
+                        self.ring.ifindex(),
+                        self.reopen.give_up,
+                        // ORDERING: Relaxed: as the loop's own check.
+                        &|| stop.load(Ordering::Relaxed),
+                        &mut || {
+                            client.drain();
+                        },
+                    );
+                    match recovery {
+                        Recovery::Up => {}
+                        Recovery::Reopen => match self.reopen.open(self.link.name()) {
+                            Ok(ring) => self.ring = ring,
+                            Err(e) => {
+                                error = Some(format!("opening the input again: {e}"));
+                                break;
+                            }
+                        },
+                        Recovery::Stopped => break,
+                        Recovery::GaveUp(why) => {
+                            error = Some(why);
+                            break;
+                        }
+                    }
+                    last_stats = RxStats::default();
+                    continue;
                 }
             }
             polls = polls.wrapping_add(1);
@@ -72,11 +138,18 @@ impl Forwarder {
                 }
             }
         }
-        if let Ok(s) = self.ring.stats() {
-            add(&self.counters.ring_drops, s.drops - last_stats.drops);
-        }
+        add(
+            &self.counters.ring_drops,
+            ring_drops(&mut self.ring, &last_stats),
+        );
         error
     }
+}
+
+/// The ring's overruns since `last` (0 if its statistics do not read).
+fn ring_drops(ring: &mut RxRing, last: &RxStats) -> u64 {
+    ring.stats()
+        .map_or(0, |s| s.drops.saturating_sub(last.drops))
 }
 
 /// Where and how received frames go on.

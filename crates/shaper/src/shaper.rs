@@ -15,14 +15,16 @@ use pspat_engine::reload::{Reload, Reloader};
 use pspat_engine::{Change, ClientConfig, Engine, EngineConfig, Handoff};
 use pspat_io::afpacket::vnet::{self, VNET_HDR_LEN};
 use pspat_io::afpacket::{Fanout, FanoutMode, FrameTx, RxOptions, RxRing, TxOptions, TxSocket};
+use pspat_io::link::LinkEvents;
 use pspat_mailbox::FramePool;
 
 use crate::config::ShaperConfig;
 use crate::counters::{EngineTotals, ReverseCounters, ReverseTotals, RxCounters, RxTotals};
 use crate::error::ShaperError;
+use crate::link::{LinkTotals, LinkWatch};
 use crate::report::Report;
-use crate::reverse::reverse;
-use crate::rx::{Forwarder, Out};
+use crate::reverse::{reverse, ReverseLinks};
+use crate::rx::{Forwarder, Out, Reopen};
 
 /// How the frames' TCP/UDP checksums cross the shaper.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +95,8 @@ pub struct Snapshot {
     pub reverse: ReverseTotals,
     /// Per scheduler, instance and queue (`None` if the arbiter did not answer).
     pub dummynet: Option<pspat_engine::DummynetStats>,
+    /// The input's and the output's faults.
+    pub links: Vec<LinkTotals>,
 }
 
 /// A running shaper; see the crate documentation. Dropping it stops it (without a report).
@@ -113,6 +117,19 @@ pub struct Shaper {
     started: Instant,
     /// The engine's counters when it started, for the report's rates.
     first: EngineTotals,
+    links: Links,
+}
+
+/// The two interfaces' fault watches, shared with the threads that use them.
+struct Links {
+    input: Arc<LinkWatch>,
+    output: Arc<LinkWatch>,
+}
+
+impl Links {
+    fn totals(&self) -> Vec<LinkTotals> {
+        vec![self.input.totals(), self.output.totals()]
+    }
 }
 
 impl Shaper {
@@ -140,26 +157,32 @@ impl Shaper {
             "reading the MTU of {}",
             config.output
         )))? as usize;
-        // Ethernet header and one VLAN tag on top of the MTU.
+        // Ethernet header and one 802.1Q tag on top of the MTU: the longest frame the
+        // kernel sends, 4 bytes more than it sends without that tag outermost (image.rs).
         let max_frame = mtu + 18;
         let group = (std::process::id() & 0xffff) as u16;
+        let rx_opts = RxOptions {
+            block_count: config.ring_blocks,
+            block_size: config.ring_block_kib * 1024,
+            frame_size: (max_frame + 128).next_power_of_two().max(2048),
+            fanout: (config.rx_threads > 1).then_some(Fanout {
+                group,
+                mode: FanoutMode::Hash,
+            }),
+            vnet_hdr: vnet,
+            ..RxOptions::default()
+        };
         let mut rings = Vec::with_capacity(config.rx_threads);
         for _ in 0..config.rx_threads {
-            let opts = RxOptions {
-                block_count: config.ring_blocks,
-                block_size: config.ring_block_kib * 1024,
-                frame_size: (max_frame + 128).next_power_of_two().max(2048),
-                fanout: (config.rx_threads > 1).then_some(Fanout {
-                    group,
-                    mode: FanoutMode::Hash,
-                }),
-                vnet_hdr: vnet,
-                ..RxOptions::default()
-            };
             rings.push(
-                RxRing::open(&config.input, &opts).map_err(ShaperError::socket("opening --in"))?,
+                RxRing::open(&config.input, &rx_opts)
+                    .map_err(ShaperError::socket("opening --in"))?,
             );
         }
+        let links = Links {
+            input: LinkWatch::new("input", &config.input),
+            output: LinkWatch::new("output", &config.output),
+        };
         let reverse_path = if config.reverse {
             let opts = RxOptions {
                 vnet_hdr: vnet,
@@ -169,7 +192,15 @@ impl Shaper {
                 .map_err(ShaperError::socket("opening --out for the reverse path"))?;
             let tx = TxSocket::open(&config.input, &tx_opts)
                 .map_err(ShaperError::socket("opening --in for the reverse path"))?;
-            Some((ring, tx))
+            let rl = ReverseLinks {
+                output: Arc::clone(&links.output),
+                input: Arc::clone(&links.input),
+                rx: opts,
+                tx: tx_opts,
+                vnet,
+                give_up: config.link_wait,
+            };
+            Some((ring, tx, rl))
         } else {
             None
         };
@@ -199,7 +230,8 @@ impl Shaper {
         let hdr = if vnet { VNET_HDR_LEN } else { 0 };
         let slots = pool_slots(&cfg);
         let pool = FramePool::new(config.rx_threads, slots, hdr + max_frame.max(64));
-        let backend = FrameTx::new(Arc::clone(&pool), &config.output, tx_opts);
+        let backend = FrameTx::new(Arc::clone(&pool), &config.output, tx_opts)
+            .with_link_events(Arc::clone(&links.output) as Arc<dyn LinkEvents>);
         let (engine, clients) =
             Engine::start(&cfg, Arc::new(backend)).map_err(ShaperError::Engine)?;
 
@@ -227,6 +259,7 @@ impl Shaper {
             raised,
             started: Instant::now(),
             first: EngineTotals::default(),
+            links,
             config,
         };
         for (k, (client, ring)) in clients.into_iter().zip(rings).enumerate() {
@@ -239,6 +272,11 @@ impl Shaper {
                     max_frame,
                     dir: shaper.config.dir,
                     vnet,
+                },
+                link: Arc::clone(&shaper.links.input),
+                reopen: Reopen {
+                    opts: rx_opts,
+                    give_up: shaper.config.link_wait,
                 },
             };
             let stop = Arc::clone(&shaper.stop);
@@ -260,11 +298,11 @@ impl Shaper {
                 })?;
             shaper.rx_threads.push(thread);
         }
-        if let Some((ring, tx)) = reverse_path {
+        if let Some((ring, tx, rl)) = reverse_path {
             let (stop, c) = (Arc::clone(&shaper.stop), Arc::clone(&shaper.reverse));
             let thread = std::thread::Builder::new()
                 .name("pspat-reverse".into())
-                .spawn(move || reverse(ring, tx, vnet, &stop, &c))
+                .spawn(move || reverse(ring, tx, rl, &stop, &c))
                 .map_err(|source| ShaperError::Spawn {
                     what: "starting the reverse thread",
                     source,
@@ -292,8 +330,9 @@ impl Shaper {
         self.checksums
     }
 
-    /// The longest frame the output sends (its MTU, an Ethernet header and a VLAN tag),
-    /// bytes.
+    /// The longest frame the output sends (its MTU, an Ethernet header and an 802.1Q
+    /// tag), bytes. A frame without an 802.1Q tag outermost may be 4 bytes shorter at most:
+    /// a longer one is counted `too_long` on arrival.
     pub fn max_frame(&self) -> u32 {
         self.max_frame
     }
@@ -308,10 +347,16 @@ impl Shaper {
         self.started.elapsed()
     }
 
-    /// A receiving thread ended on its own (its ring failed, or it could not be pinned;
-    /// the reason is in the report's errors): the caller should stop the shaper.
-    pub fn rx_stopped(&self) -> bool {
+    /// A thread ended on its own: a receiving thread or the reverse path met a fault it
+    /// could not ride through (an interface deleted for longer than
+    /// [`ShaperConfig::link_wait`], a socket error that is not a link's), or could not be
+    /// pinned; the reason is in the report's errors. The caller should stop the shaper.
+    pub fn thread_ended(&self) -> bool {
         self.rx_threads.iter().any(|t| t.is_finished())
+            || self
+                .reverse_thread
+                .as_ref()
+                .is_some_and(|t| t.is_finished())
     }
 
     /// Reads every counter now: the engine's, the receiving threads' and the reverse
@@ -323,7 +368,14 @@ impl Shaper {
             rx: RxTotals::of(&self.rx),
             reverse: ReverseTotals::of(&self.reverse),
             dummynet: engine.dummynet_stats().ok(),
+            links: self.links.totals(),
         }
+    }
+
+    /// The input's and the output's faults now (cheap: no wait for the arbiter). Compare
+    /// two with [`LinkTotals::changes_since`] to tell an operator what happened.
+    pub fn links(&self) -> Vec<LinkTotals> {
+        self.links.totals()
     }
 
     /// Applies a new dummynet-style configuration without stopping (rates, weights, rules
@@ -387,6 +439,7 @@ impl Shaper {
             reverse: ReverseTotals::of(&self.reverse),
             errors,
             dummynet,
+            links: self.links.totals(),
         }
     }
 

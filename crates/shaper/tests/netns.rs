@@ -138,7 +138,7 @@ fn shares_10_to_1(sw_checksum: bool) {
     }
     let during = shaper.snapshot();
     let counts = sink.join().unwrap();
-    assert!(!shaper.rx_stopped(), "a receiving thread stopped early");
+    assert!(!shaper.thread_ended(), "a receiving thread stopped early");
     let report = shaper.stop();
 
     let view = live_view(&before, &during);

@@ -11,8 +11,11 @@
 //! never gets here: the shaper counts it `too_long` on arrival, by the kernel's own rule.)
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use pspat_mailbox::FramePool;
+
+use crate::link::{is_link_error, link_state, LinkEvents, LinkState};
 
 use super::{AfterRefusal, BatchSent, TxOptions, TxSocket, BATCH};
 use crate::{Backend, Pkt, SendError, Sender};
@@ -23,6 +26,7 @@ pub struct FrameTx {
     pool: Arc<FramePool>,
     ifname: String,
     opts: TxOptions,
+    events: Option<Arc<dyn LinkEvents>>,
 }
 
 impl FrameTx {
@@ -32,9 +36,24 @@ impl FrameTx {
             pool,
             ifname: ifname.to_string(),
             opts,
+            events: None,
         }
     }
+
+    /// Tells `events` when a sender finds the interface down or gone and when it sends
+    /// again. Either way a sender rides through the fault: what it cannot send meanwhile
+    /// fails (and is counted by the engine), and when the interface comes back under a
+    /// new index (deleted and created again) it opens its socket again, looking at most
+    /// every [`RECHECK`].
+    pub fn with_link_events(mut self, events: Arc<dyn LinkEvents>) -> Self {
+        self.events = Some(events);
+        self
+    }
 }
+
+/// How often a sender whose link is down looks whether the interface came back under a
+/// new index.
+pub const RECHECK: Duration = Duration::from_millis(100);
 
 impl Backend for FrameTx {
     fn name(&self) -> &'static str {
@@ -52,6 +71,13 @@ impl Backend for FrameTx {
             lens: [0; BATCH],
             slot,
             skip: 0,
+            link: LinkFault {
+                ifname: self.ifname.clone(),
+                opts: self.opts,
+                events: self.events.clone(),
+                down: false,
+                next_check: Instant::now(),
+            },
         }))
     }
 
@@ -73,6 +99,54 @@ struct FrameSender {
     /// After a partial send: how many of the unsent packets already had their frames
     /// copied out (their slots are free, maybe refilled: `discard` must not touch them).
     skip: usize,
+    link: LinkFault,
+}
+
+/// A sender's view of its interface's faults (the error path only: nothing here runs
+/// while frames go out).
+struct LinkFault {
+    ifname: String,
+    opts: TxOptions,
+    events: Option<Arc<dyn LinkEvents>>,
+    /// The last send failed for the link.
+    down: bool,
+    /// When to look at the interface again while down.
+    next_check: Instant,
+}
+
+impl LinkFault {
+    /// A send failed with `e` for the link: says so once per fault, and opens `sock`
+    /// again if the interface is back under a new index.
+    fn failed(&mut self, e: &std::io::Error, sock: &mut TxSocket) {
+        if !self.down {
+            self.down = true;
+            if let Some(ev) = &self.events {
+                ev.went_down(&format!("sendmmsg on {}: {e}", self.ifname));
+            }
+        }
+        let now = Instant::now();
+        if now < self.next_check {
+            return;
+        }
+        self.next_check = now + RECHECK;
+        if let Ok(LinkState::Present { index, up: true }) = link_state(&self.ifname) {
+            if index != sock.ifindex() {
+                if let Ok(s) = TxSocket::open(&self.ifname, &self.opts) {
+                    *sock = s;
+                    self.back(true);
+                }
+            }
+        }
+    }
+
+    /// Frames went out again.
+    fn back(&mut self, reopened: bool) {
+        if std::mem::take(&mut self.down) {
+            if let Some(ev) = &self.events {
+                ev.came_back(reopened);
+            }
+        }
+    }
 }
 
 impl Sender for FrameSender {
@@ -107,6 +181,11 @@ impl Sender for FrameSender {
                     AfterRefusal::Stop
                 },
             );
+            match &refusal {
+                Some((_, e)) if is_link_error(e) => self.link.failed(e, &mut self.sock),
+                _ if sent.sent > 0 => self.link.back(false),
+                _ => {}
+            }
             let c = settle(copied, missing.is_some(), sent);
             done += c.sent;
             self.skip = c.skip;

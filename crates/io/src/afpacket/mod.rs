@@ -195,6 +195,17 @@ impl AfPacketError {
         }
     }
 
+    /// Whether the interface went down or away under the socket (ENETDOWN; ENXIO and
+    /// ENODEV, reported as [`AfPacketError::NoSuchInterface`]): a fault of the link that
+    /// a shaper waits out, not of the socket (see [`crate::link`]).
+    pub fn is_link_fault(&self) -> bool {
+        match self {
+            Self::NoSuchInterface { .. } => true,
+            Self::Io { source, .. } => crate::link::is_link_error(source),
+            _ => false,
+        }
+    }
+
     pub(crate) fn config(ifname: &str, op: &str, why: impl Into<String>) -> Self {
         Self::Config {
             ifname: ifname.to_owned(),

@@ -400,3 +400,62 @@ impl RawSocket {
 pub fn set_mtu(dev: &str, mtu: u32) -> Result<String, String> {
     ip(&format!("link set dev {dev} mtu {mtu}"))
 }
+
+impl Topology {
+    /// Creates the sender's veth pair (`s0`, `s1`) again after a test deleted it, as
+    /// [`Topology::new`] made it: `s1` up in the shaper's namespace, `s0` with its address
+    /// in the sender's, the neighbour entries on both ends updated to its new address.
+    pub fn recreate_input(&self) -> Result<(), String> {
+        let snd_tid = self.snd.tid;
+        self.shp.run(move || {
+            ip("link add s0 type veth peer name s1")?;
+            ip(&format!("link set dev s0 netns {snd_tid}"))?;
+            ip("link set dev s1 up")
+        })?;
+        let mac_s0 = self.snd.run(|| {
+            ip(&format!("addr add {SND_ADDR}/24 dev s0"))?;
+            ip("link set dev s0 up")?;
+            mac("s0")
+        })?;
+        let mac_r0 = self.rcv.run(|| mac("r0"))?;
+        self.snd.run(move || {
+            ip(&format!(
+                "neigh replace {RCV_ADDR} lladdr {mac_r0} dev s0 nud permanent"
+            ))
+        })?;
+        self.rcv.run(move || {
+            ip(&format!(
+                "neigh replace {SND_ADDR} lladdr {mac_s0} dev r0 nud permanent"
+            ))
+        })?;
+        Ok(())
+    }
+
+    /// Creates the receiver's veth pair (`r0`, `r1`) again after a test deleted it, as
+    /// [`Topology::recreate_input`] does the sender's.
+    pub fn recreate_output(&self) -> Result<(), String> {
+        let rcv_tid = self.rcv.tid;
+        self.shp.run(move || {
+            ip("link add r0 type veth peer name r1")?;
+            ip(&format!("link set dev r0 netns {rcv_tid}"))?;
+            ip("link set dev r1 up")
+        })?;
+        let mac_r0 = self.rcv.run(|| {
+            ip(&format!("addr add {RCV_ADDR}/24 dev r0"))?;
+            ip("link set dev r0 up")?;
+            mac("r0")
+        })?;
+        let mac_s0 = self.snd.run(|| mac("s0"))?;
+        self.snd.run(move || {
+            ip(&format!(
+                "neigh replace {RCV_ADDR} lladdr {mac_r0} dev s0 nud permanent"
+            ))
+        })?;
+        self.rcv.run(move || {
+            ip(&format!(
+                "neigh replace {SND_ADDR} lladdr {mac_s0} dev r0 nud permanent"
+            ))
+        })?;
+        Ok(())
+    }
+}
