@@ -15,8 +15,9 @@
 //!    received packets, with one fence for all of them.
 //!
 //! [`Arbiter::run`] loops over `scan` and decides how to wait (section 3.5): spin while the
-//! link is about to be idle, sleep until `link_idle` when it is far, spin T_w when there is
-//! no traffic and then block until a client wakes it.
+//! link is about to be idle, sleep until `link_idle` when it is far (a stop or a control
+//! ends that sleep early), spin T_w when there is no traffic and then block until a client
+//! wakes it.
 //!
 //! Order: a client's packets enter the scheduler in submission order, and the scheduler
 //! keeps each flow FIFO, so a client's packets to one flow leave in order; dispatcher
@@ -683,13 +684,21 @@ impl<V: Service> Arbiter<V> {
         }
     }
 
+    /// Waits `ns` for the link to be free, or less if a stop request or a control
+    /// unparks the arbiter: at 1 bit/s a 64 KB packet keeps the link busy for six days,
+    /// which no stop, reconfiguration or statistics request may wait for. A nap, not an
+    /// announced sleep: a client's packet cannot leave before the link is free, so
+    /// clients' wake-ups need not (and do not) end it. The caller's loop checks for a
+    /// stop after every scan, and the stop's unpark comes after its flag, so a stop
+    /// requested after that check ends the nap at once (`Parker::nap`, loom-checked). A
+    /// nap cut short by an unpark meant for an earlier sleep only costs a scan.
     fn sleep_link(&self, ns: u64) {
         let t0 = clock::now_ns();
         let c = &self.shared.arbiter_counters.0;
         c.link_sleeps.add(1);
         // A voluntary wait is not a drain gap.
         c.stalls.wait_begins(t0);
-        std::thread::sleep(Duration::from_nanos(ns));
+        self.shared.arbiter.0.nap(Duration::from_nanos(ns));
         let t1 = clock::now_ns();
         c.stalls.wait_ends(t1);
         c.slept_ns.add(t1 - t0);

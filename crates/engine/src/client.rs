@@ -118,6 +118,23 @@ pub(crate) struct OwnTx {
     pub(crate) tx: Transmitter,
 }
 
+impl OwnTx {
+    /// Transmits every cleared packet waiting; returns how many were handed to the
+    /// backend (sent or failed, each counted).
+    #[inline]
+    pub(crate) fn transmit_waiting(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(p) = self.cleared.pop() {
+            self.tx.push(p);
+            n += 1;
+        }
+        if n > 0 {
+            self.tx.flush();
+        }
+        n
+    }
+}
+
 /// One sending thread's handle. `Send`, not `Sync`: give each thread its own.
 pub struct Client {
     stamp: Stamper,
@@ -325,13 +342,8 @@ impl Client {
         let Some(own) = self.own.as_mut() else {
             return 0;
         };
-        let mut n = 0;
-        while let Some(p) = own.cleared.pop() {
-            own.tx.push(p);
-            n += 1;
-        }
+        let n = own.transmit_waiting();
         if n > 0 {
-            own.tx.flush();
             // Tell the arbiter these mailbox slots can be reused (it releases them on its
             // next visit, so make sure it visits).
             self.shared.counters[self.stamp.id as usize]
@@ -377,11 +389,15 @@ impl Client {
 }
 
 impl Drop for Client {
+    /// Client hand-off mode: what was cleared to this client already is sent now; the
+    /// arbiter may go on clearing packets to it until the engine stops (a shaper or a run
+    /// stops its clients first), so its return mailbox and sender go to the engine, which
+    /// transmits those once the arbiter has stopped (`Shared::adopt`).
     fn drop(&mut self) {
-        // Client mode: what was cleared already is sent, not forgotten.
-        self.drain();
-        if let Some(own) = self.own.as_mut() {
+        if let Some(mut own) = self.own.take() {
+            own.transmit_waiting();
             own.tx.finish();
+            self.shared.adopt(own);
         }
     }
 }

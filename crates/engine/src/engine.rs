@@ -411,11 +411,11 @@ impl Engine {
     /// [`crate::dnstats`]).
     ///
     /// The arbiter builds the snapshot between two scans, so its counters are consistent
-    /// with each other; this call waits for it (at most the time the arbiter spends
-    /// asleep until a busy link is free, typically well under a millisecond, plus the
-    /// copy of every instance and queue). An engine running one algorithm on one link
-    /// gets an error saying so; an arbiter that has stopped (it panicked) gets an error
-    /// rather than a wait.
+    /// with each other; this call waits for it (the request unparks an arbiter asleep
+    /// until the link is free, so the wait is the scan under way plus the copy of every
+    /// instance and queue). An engine running one algorithm on one link gets an error
+    /// saying so; an arbiter that has stopped (it panicked) gets an error rather than a
+    /// wait.
     pub fn dummynet_stats(&self) -> Result<DummynetStats, EngineError> {
         if self.shared.classifier.load().is_none() {
             return Err(EngineError::Config(NOT_DUMMYNET.into()));
@@ -462,12 +462,17 @@ impl Engine {
     }
 
     /// Stops the engine. With `drain`, the arbiter first sends everything clients have
-    /// submitted (at the link rate); otherwise it stops at once and what is left is
-    /// reported as queued. Clients still alive get `SubmitError::Stopped` once their
-    /// mailbox fills.
+    /// submitted (at the link rate); otherwise it stops at once, however slow the link
+    /// (its wait for the link ends on the stop request), and what is left is reported as
+    /// queued. Clients still alive get `SubmitError::Stopped` once their mailbox fills.
+    ///
+    /// Client hand-off: what the arbiter cleared to clients already dropped is transmitted
+    /// here, on their senders; a client still alive transmits what was cleared to it on
+    /// its next drain, or when dropped, and is counted then, after this report.
     pub fn stop(mut self, drain: bool) -> EngineReport {
         self.shared.request_stop(drain);
         let sched = self.arbiter.take().and_then(|h| h.join().ok().flatten());
+        self.shared.transmit_departed();
         let dispatcher_errors = stop_dispatchers(
             &self.shared,
             &self.arbiter_done,
@@ -488,6 +493,7 @@ impl Drop for Engine {
             if let Some(h) = self.arbiter.take() {
                 let _ = h.join();
             }
+            self.shared.transmit_departed();
             stop_dispatchers(
                 &self.shared,
                 &self.arbiter_done,

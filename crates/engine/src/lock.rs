@@ -278,16 +278,27 @@ impl<S: Scheduler<Pkt> + Send> LockCore for Core<S> {
                 c.slept_ns.add(clock::now_ns() - t0);
                 continue;
             }
-            // Packets wait for the link: wait until it is idle (never under the lock).
+            // Packets wait for the link: wait until it is idle, never holding the lock. A
+            // long wait is on the condition variable, which releases the lock meanwhile, so
+            // that a stop ends it (at 1 bit/s a 64 KB packet keeps the link busy for six
+            // days): `wake_watchdog` notifies under the lock, and the stop flag was checked
+            // under this same hold of it, so the notification cannot be missed. Owners do
+            // not notify this wait (`watchdog_blocked` is false): a packet they leave
+            // behind cannot go before the link is free either.
             let idle_at = g.link.idle_at_ns();
-            drop(g);
             let wait = idle_at.saturating_sub(now);
             if wait >= SLEEP_MIN_NS {
                 c.link_sleeps.add(1);
                 let t0 = clock::now_ns();
-                std::thread::sleep(Duration::from_nanos(wait - SLEEP_EARLY_NS));
+                let timeout = Duration::from_nanos(wait - SLEEP_EARLY_NS);
+                drop(
+                    self.watchdog
+                        .wait_timeout(g, timeout)
+                        .unwrap_or_else(PoisonError::into_inner),
+                );
                 c.slept_ns.add(clock::now_ns() - t0);
             } else {
+                drop(g);
                 while clock::now_ns() < idle_at && self.shared.stopping() != Some(false) {
                     std::hint::spin_loop();
                 }

@@ -1,12 +1,13 @@
 //! State shared by every thread of one engine.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwapOption;
 use pspat_config::classify::Classifier;
 
 use crate::activity::Activity;
+use crate::client::OwnTx;
 use crate::control::ControlBox;
 use crate::keyring::KeyRings;
 use crate::latency::LatencyBoard;
@@ -39,6 +40,18 @@ pub struct ArbiterCounters {
     pub stalls: StallCounters,
 }
 
+/// Client hand-off mode: the transmit ends (return mailbox and sender) of clients dropped
+/// while the arbiter may still clear packets to them, kept for the engine's stop to
+/// transmit what came after their last drain. Taken under a lock, which is off the data
+/// path: once per client drop and once per engine stop.
+#[derive(Default)]
+pub(crate) struct Departed {
+    /// The arbiter thread has been joined: nothing more is cleared to anyone.
+    arbiter_stopped: bool,
+    /// The ends of the clients dropped before that.
+    ends: Vec<OwnTx>,
+}
+
 /// Everything the threads of an engine share.
 pub struct Shared {
     /// Which clients the arbiter must visit.
@@ -63,6 +76,8 @@ pub struct Shared {
     pub(crate) classifier_gen: AtomicU64,
     /// Dummynet-style configurations: every client's key ring.
     pub(crate) keys: Arc<KeyRings>,
+    /// Client hand-off: the transmit ends of departed clients.
+    departed: Mutex<Departed>,
     /// Set to stop every thread.
     stop: AtomicBool,
     /// Set with `stop` when the arbiter must first send everything queued.
@@ -89,8 +104,41 @@ impl Shared {
             classifier: ArcSwapOption::new(classifier),
             classifier_gen: AtomicU64::new(0),
             keys: Arc::new(KeyRings::new(clients, key_entries)),
+            departed: Mutex::new(Departed::default()),
             stop: AtomicBool::new(false),
             drain_on_stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Client hand-off: takes the transmit end of a client being dropped, which has just
+    /// transmitted what was cleared to it. While the arbiter runs, it may clear more to
+    /// it: the end is kept for [`Shared::transmit_departed`]. Once the arbiter has stopped
+    /// nothing more comes, except what it cleared between the client's last look and its
+    /// exit: transmitted here, at once.
+    pub(crate) fn adopt(&self, mut own: OwnTx) {
+        let mut departed = self.departed.lock().unwrap_or_else(PoisonError::into_inner);
+        if departed.arbiter_stopped {
+            drop(departed);
+            own.transmit_waiting();
+            own.tx.finish();
+        } else {
+            departed.ends.push(own);
+        }
+    }
+
+    /// Client hand-off: after the arbiter thread was joined, transmits what it cleared to
+    /// clients already dropped, on their own senders, so that everything the link released
+    /// is sent or counted as failed. The join orders the arbiter's last pushes before the
+    /// pops here; clients dropped later transmit their own ([`Shared::adopt`]).
+    pub(crate) fn transmit_departed(&self) {
+        let ends = {
+            let mut departed = self.departed.lock().unwrap_or_else(PoisonError::into_inner);
+            departed.arbiter_stopped = true;
+            std::mem::take(&mut departed.ends)
+        };
+        for mut own in ends {
+            own.transmit_waiting();
+            own.tx.finish();
         }
     }
 

@@ -289,8 +289,16 @@ impl Submit for Client {
 pub const DRIVE_FULL_PAUSE: Duration = Duration::from_micros(20);
 /// Paced sources sleep when the next burst is further than this; otherwise they spin.
 const SPIN_BELOW_NS: u64 = 60_000;
+/// Longest single [`Submit::pause`] of a paced source ([`drive`], [`periodic`]): a longer
+/// wait is taken in pauses of at most this, each followed by a look at the stop flag, so
+/// a source sees a stop request within this long whatever its rate (at 1 bit/s a
+/// 200-byte packet is due every 1600 s; the flag is a plain boolean, which cannot wake a
+/// sleeper). A source that slow wakes 50 times a second for nothing, which costs nothing
+/// measurable; one fast enough to matter never waits this long.
+pub const PAUSE_AT_MOST: Duration = Duration::from_millis(20);
 
-/// Runs `spec` on `client` until `stop` is set.
+/// Runs `spec` on `client` until `stop` is set (which it sees within [`PAUSE_AT_MOST`]
+/// whatever its rate).
 pub fn drive<C: Submit>(client: &mut C, spec: &TrafficSpec, stop: &AtomicBool) -> SourceStats {
     let mut rng = SplitMix(spec.seed);
     let mut stats = SourceStats::default();
@@ -328,7 +336,8 @@ pub fn drive<C: Submit>(client: &mut C, spec: &TrafficSpec, stop: &AtomicBool) -
                 if now < next_ns {
                     let wait = next_ns - now;
                     if wait > SPIN_BELOW_NS {
-                        client.pause(Duration::from_nanos(wait - SPIN_BELOW_NS / 2));
+                        let pause = Duration::from_nanos(wait - SPIN_BELOW_NS / 2);
+                        client.pause(pause.min(PAUSE_AT_MOST));
                     } else {
                         std::hint::spin_loop();
                     }
@@ -409,8 +418,8 @@ pub fn greedy<C: Submit>(client: &mut C, flow: u32, len: u32, stop: &AtomicBool)
 /// due a gap after the previous one was due, not after it left). A thread descheduled for
 /// longer than a gap skips what it missed rather than bursting to catch up. A packet
 /// refused by a full mailbox is counted as `refused` and not retried (open loop). Between
-/// packets the client [`Submit::pause`]s: a victim that spun would take a core from the
-/// greedy clients and the arbiter on a small machine.
+/// packets the client [`Submit::pause`]s (at most [`PAUSE_AT_MOST`] at a time): a victim
+/// that spun would take a core from the greedy clients and the arbiter on a small machine.
 pub fn periodic<C: Submit>(
     client: &mut C,
     flow: u32,
@@ -440,7 +449,7 @@ pub fn periodic<C: Submit>(
                 next = now.saturating_add(gap_ns);
             }
         } else {
-            client.pause(Duration::from_nanos(next - now));
+            client.pause(Duration::from_nanos(next - now).min(PAUSE_AT_MOST));
         }
     }
     stats
@@ -669,6 +678,41 @@ mod tests {
             c.reads.get() < 1000 / 16 + 1000 / 37 + 3,
             "{}",
             c.reads.get()
+        );
+    }
+
+    /// A paced source of one packet every 1600 s and a periodic one of one every 1800 s
+    /// wait in pauses of at most a tenth of a second, so they see a stop request that
+    /// soon, and still keep to their schedule.
+    #[test]
+    fn slow_sources_pause_in_slices_and_keep_their_schedule() {
+        let slice = Duration::from_millis(100);
+        let stop = AtomicBool::new(false);
+        let mut c = Clocked::new(|_| false);
+        // Refuses for good once its clock passes the second packet's time.
+        c.end_ns = c.now.get() + 1_700_000_000_000;
+        // 200 bytes at 1 bit/s: one packet every 1600 s.
+        let spec = TrafficSpec::paced(0, 1, SizeDist::Fixed(200), 1);
+        let st = drive(&mut c, &spec, &stop);
+        assert_eq!(st.accepted, 2, "{st:?}");
+        assert!(c.pauses.iter().all(|&p| p <= slice));
+        let slept: Duration = c.pauses.iter().sum();
+        assert!(slept >= Duration::from_secs(1599), "{slept:?}");
+        let gap = c.attempts[1].0 - c.attempts[0].0;
+        assert!(
+            gap.abs_diff(1_600_000_000_000) < 1_000_000,
+            "{gap} ns apart"
+        );
+
+        let mut c = Clocked::new(|_| false);
+        c.end_ns = c.now.get() + 1_900_000_000_000;
+        let st = periodic(&mut c, 0, 200, Duration::from_secs(1800), &stop);
+        assert_eq!(st.accepted, 2, "{st:?}");
+        assert!(c.pauses.iter().all(|&p| p <= slice));
+        let gap = c.attempts[1].0 - c.attempts[0].0;
+        assert!(
+            gap.abs_diff(1_800_000_000_000) < 1_000_000,
+            "{gap} ns apart"
         );
     }
 

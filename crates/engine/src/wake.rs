@@ -109,6 +109,25 @@ impl Parker {
         self.sleeping.store(false, Ordering::Relaxed);
     }
 
+    /// Sleeper: sleeps until `timeout` passes or [`Parker::unpark`] is called (under loom,
+    /// until unparked), without announcing it: [`Parker::wake`] does not end this sleep.
+    /// For a sleeper that waits for a deadline rather than for work (the arbiter waiting
+    /// for the link to be free: a packet handed to it meanwhile cannot leave earlier), yet
+    /// must answer a stop request or a control at once; their senders set their flag, then
+    /// unpark, and the sleeper checks the flag before each nap. An unpark that comes
+    /// before the nap makes it return at once (`park`'s token), so none is lost
+    /// (`tests/loom.rs`). A nap can also end early on an unpark meant for an earlier
+    /// sleep: the caller re-checks its deadline and naps again.
+    pub fn nap(&self, timeout: Duration) {
+        #[cfg(not(loom))]
+        std::thread::park_timeout(timeout);
+        #[cfg(loom)]
+        {
+            let _ = timeout;
+            park();
+        }
+    }
+
     /// Waker, after publishing work and [`publish_fence`]: unparks the sleeper if it
     /// announced a sleep. Returns whether it had to.
     #[inline]

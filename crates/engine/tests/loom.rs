@@ -1,6 +1,6 @@
-//! Model checking (loom) of the two handshakes the engine builds on the mailbox: the
-//! activity bitmap (a client with a packet is never left off the arbiter's scan list) and
-//! the sleep/wake protocol (a sleeper is never left asleep with work pending).
+//! Model checking (loom) of the engine's handshakes: the activity bitmap (a client with a packet is never left off the arbiter's scan list), the
+//! sleep/wake protocol (a sleeper is never left asleep with work pending), the stop of an
+//! arbiter napping until the link is free, and the key rings.
 //!
 //! Run with: `RUSTFLAGS="--cfg loom" cargo test -p pspat-engine --release --test loom`
 //! (`.ci/run` does). Broken on purpose and caught by these models (by hand, then
@@ -82,6 +82,34 @@ fn no_lost_wakeup() {
             parker.sleep(None);
         }
         waker.join().unwrap();
+    });
+}
+
+/// The arbiter naps until the link is free ([`Parker::nap`]: no announcement, so clients'
+/// wake-ups do not end it); a stop request (`Shared::request_stop`: its flag with Release,
+/// then an unconditional unpark) must end the nap, whether the unpark comes before the
+/// nap (park's token), during it, or before the arbiter's check of the flag (which then
+/// sees the flag). A lost stop leaves the arbiter parked forever: a deadlock loom reports.
+/// Broken on purpose (the unpark removed from the stopper), the model deadlocks.
+#[test]
+fn a_stop_request_ends_a_link_nap() {
+    use loom::sync::atomic::AtomicBool;
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p2, s2) = (Arc::clone(&parker), Arc::clone(&stop));
+        parker.register_current();
+        let stopper = loom::thread::spawn(move || {
+            // As `Shared::request_stop`.
+            s2.store(true, Ordering::Release);
+            p2.unpark();
+        });
+        // As `Arbiter::run`: check for a stop after each scan, else nap until the link
+        // is free (under loom, until unparked).
+        while !stop.load(Ordering::Acquire) {
+            parker.nap(std::time::Duration::from_secs(3600));
+        }
+        stopper.join().unwrap();
     });
 }
 
