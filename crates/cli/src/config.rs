@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
-use pspat_config::{Config, Format};
+use pspat_config::Format;
 
 /// A syntax.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -38,28 +38,23 @@ pub struct CheckArgs {
     pub quiet: bool,
 }
 
-/// One line: how many objects of each kind.
-pub fn summary(c: &Config) -> String {
-    let entries: usize = c.tables.values().map(|t| t.entries.len()).sum();
-    format!(
-        "{} schedulers, {} flowsets, {} pipes, {} rules, {} tables with {} entries, default {}",
-        c.schedulers.len(),
-        c.flowsets.len(),
-        c.pipes.len(),
-        c.rules.len(),
-        c.tables.len(),
-        entries,
-        c.default_action
-    )
-}
-
+/// Reads FILE as the library reads every configuration file (a regular file of bounded
+/// size, [`pspat_config::read_file`]), resolves it, and prints it.
+///
+/// A configuration without rules that would drop every packet is a valid model (the
+/// dummynet slides' excerpts in `examples/config/` are such), so it passes here, with a
+/// warning on stderr that `pspat run` and `pspat shape` refuse it
+/// ([`pspat_config::check_not_empty`]).
 pub fn check(a: &CheckArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&a.file)
-        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let origin = a.file.display().to_string();
+    let text = pspat_config::read_file(&a.file)?;
     let format = a
         .format
         .map_or_else(|| Format::of_path(&a.file), Format::from);
-    let cfg = pspat_config::parse_str(&text, format, &a.file.display().to_string())?;
+    let cfg = pspat_config::parse_str(&text, format, &origin)?;
+    if let Err(e) = pspat_config::check_not_empty(&cfg, &origin) {
+        eprintln!("warning: {e}; pspat run and pspat shape refuse it");
+    }
     if !a.quiet {
         let model = match a.print {
             Syntax::Ipfw => cfg.to_string(),
@@ -68,5 +63,5 @@ pub fn check(a: &CheckArgs) -> Result<()> {
         crate::emit(model.trim_end())?;
     }
     // A comment in both syntaxes, so that the whole output can be read back.
-    crate::emit(&format!("# {}: ok: {}", a.file.display(), summary(&cfg)))
+    crate::emit(&format!("# {origin}: ok: {}", cfg.summary()))
 }

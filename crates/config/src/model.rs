@@ -265,3 +265,50 @@ impl Default for Config {
         }
     }
 }
+
+/// How many objects of each kind a configuration has, for one-line reports (`pspat config
+/// check`, a live reload): `1 schedulers, 2 flowsets, 0 pipes, 3 rules, 1 tables with 2
+/// entries, default deny`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub schedulers: usize,
+    pub flowsets: usize,
+    pub pipes: usize,
+    pub rules: usize,
+    pub tables: usize,
+    /// Entries of all tables.
+    pub entries: usize,
+    pub default_action: Action,
+}
+
+impl Config {
+    /// How many objects of each kind it has.
+    pub fn summary(&self) -> Summary {
+        Summary {
+            schedulers: self.schedulers.len(),
+            flowsets: self.flowsets.len(),
+            pipes: self.pipes.len(),
+            rules: self.rules.len(),
+            tables: self.tables.len(),
+            entries: self.tables.values().map(|t| t.entries.len()).sum(),
+            default_action: self.default_action,
+        }
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} schedulers, {} flowsets, {} pipes, {} rules, {} tables with {} entries, \
+             default {}",
+            self.schedulers,
+            self.flowsets,
+            self.pipes,
+            self.rules,
+            self.tables,
+            self.entries,
+            self.default_action
+        )
+    }
+}

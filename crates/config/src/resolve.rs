@@ -83,10 +83,12 @@ impl Draft {
     }
 
     fn err(&self, at: Option<Loc>, msg: String) -> ConfigError {
-        ConfigError::Invalid(match at {
-            Some(l) => format!("{}:{}:{}: {msg}", self.origin, l.line, l.column),
-            None => format!("{}: {msg}", self.origin),
-        })
+        match at {
+            Some(l) => {
+                ConfigError::invalid(&format!("{}:{}:{}", self.origin, l.line, l.column), &msg)
+            }
+            None => ConfigError::invalid(&self.origin, &msg),
+        }
     }
 }
 
@@ -163,7 +165,10 @@ fn resolve_algorithm(s: &SchedSpec) -> Result<(String, Vec<(String, String)>), S
     let mut params = s.params.clone();
     for (i, (k, _)) in params.iter().enumerate() {
         if params[..i].iter().any(|(k2, _)| k2 == k) {
-            return Err(format!("{what}: parameter '{k}' given twice"));
+            return Err(format!(
+                "{what}: parameter '{}' given twice",
+                crate::error::cut(k)
+            ));
         }
     }
     let p = params.iter().fold(Params::new(), |p, (k, v)| p.set(k, v));

@@ -54,7 +54,7 @@ use ::toml::Spanned;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use crate::error::ConfigError;
+use crate::error::{cut, unit_error, ConfigError};
 use crate::ipfw::{parser, print};
 use crate::model::*;
 use crate::resolve::{Draft, Loc, Located, TableCmd, MAX_ID};
@@ -150,17 +150,26 @@ macro_rules! loose_newtype {
 
 loose_newtype!(Bw, u64, |v| match v {
     Loose::Int(i) => u64::try_from(i).map_err(|_| format!("bandwidth {i} is negative")),
-    other => Ok(units::parse_bandwidth(&other.word()?)?),
+    other => {
+        let w = other.word()?;
+        units::parse_bandwidth(&w).map_err(|e| unit_error(&w, "a bandwidth", e))
+    }
 });
 loose_newtype!(Dur, u64, |v| match v {
     Loose::Bool(_) | Loose::List(_) | Loose::Map(_) =>
         Err("expected a duration (\"10s\", \"500ms\", or seconds)".to_owned()),
-    other => Ok(units::parse_duration_ns(&other.word()?)?),
+    other => {
+        let w = other.word()?;
+        units::parse_duration_ns(&w).map_err(|e| unit_error(&w, "a duration", e))
+    }
 });
 loose_newtype!(Bytes, u32, |v| {
     let n = match v {
         Loose::Int(i) => u64::try_from(i).map_err(|_| format!("{i} bytes is negative"))?,
-        other => units::parse_bytes(&other.word()?)?,
+        other => {
+            let w = other.word()?;
+            units::parse_bytes(&w).map_err(|e| unit_error(&w, "a number of bytes", e))?
+        }
     };
     u32::try_from(n).map_err(|_| format!("{n} bytes is too large"))
 });
@@ -181,7 +190,8 @@ loose_newtype!(Mask, FlowMask, |v| match v {
         for (k, x) in fields {
             if !KEYS.contains(&k.as_str()) {
                 return Err(format!(
-                    "unknown mask field `{k}`, expected one of {}",
+                    "unknown mask field `{}`, expected one of {}",
+                    cut(&k),
                     KEYS.join(", ")
                 ));
             }
@@ -232,7 +242,10 @@ loose_newtype!(Ports, Vec<PortRange>, |v| match v {
 loose_newtype!(Dir, Direction, |v| match v.word()?.as_str() {
     "in" => Ok(Direction::In),
     "out" => Ok(Direction::Out),
-    other => Err(format!("direction '{other}' is not \"in\" or \"out\"")),
+    other => Err(format!(
+        "direction '{}' is not \"in\" or \"out\"",
+        cut(other)
+    )),
 });
 
 #[derive(Deserialize)]
@@ -333,15 +346,8 @@ fn syntax(text: &str, origin: &str, span: Range<usize>, message: String) -> Conf
     let token = text[start..text.floor_char_boundary_compat(end)]
         .lines()
         .next()
-        .unwrap_or("")
-        .to_owned();
-    ConfigError::Syntax {
-        origin: origin.to_owned(),
-        line: l.line,
-        column: l.column,
-        token,
-        message,
-    }
+        .unwrap_or("");
+    ConfigError::syntax(origin, l.line, l.column, token, &message)
 }
 
 /// Parses TOML `text` into a draft (not yet resolved).

@@ -47,7 +47,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use pspat_sched::{MAX_PACKET_LEN, MAX_WEIGHT};
 
 use super::lexer::{lex_line, Kind, Token};
-use crate::error::ConfigError;
+use crate::error::{cut, unit_error, ConfigError};
 use crate::model::*;
 use crate::resolve::{Draft, Loc, Located, TableCmd, MAX_ID};
 use pspat_units as units;
@@ -190,24 +190,18 @@ impl<'a> Cursor<'_, 'a> {
     fn err(&self, message: impl Into<String>) -> ConfigError {
         match self.peek() {
             Some(t) => self.err_at(t, message),
-            None => ConfigError::Syntax {
-                origin: self.origin.to_owned(),
-                line: self.line,
-                column: self.eol,
-                token: String::new(),
-                message: format!("{} (found the end of the line)", message.into()),
-            },
+            None => ConfigError::syntax(
+                self.origin,
+                self.line,
+                self.eol,
+                "",
+                &format!("{} (found the end of the line)", message.into()),
+            ),
         }
     }
 
     fn err_at(&self, t: Token<'_>, message: impl Into<String>) -> ConfigError {
-        ConfigError::Syntax {
-            origin: self.origin.to_owned(),
-            line: self.line,
-            column: t.column,
-            token: t.text.to_owned(),
-            message: message.into(),
-        }
+        ConfigError::syntax(self.origin, self.line, t.column, t.text, &message.into())
     }
 
     /// The next token, which must be a word; `what` says what was expected.
@@ -251,6 +245,12 @@ impl<'a> Cursor<'_, 'a> {
     fn with<T, E: ToString>(&mut self, what: &str, f: impl FnOnce(&str) -> Result<T, E>) -> R<T> {
         let t = self.word(what)?;
         f(t.text).map_err(|m| self.err_at(t, m.to_string()))
+    }
+
+    /// A quantity read by pspat-units (`what`: `a bandwidth`), whose error becomes a syntax
+    /// error at the word.
+    fn unit<T, E: std::fmt::Display>(&mut self, what: &str, f: fn(&str) -> Result<T, E>) -> R<T> {
+        self.with(what, |s| f(s).map_err(|e| unit_error(s, what, e)))
     }
 
     fn end(&self) -> R<()> {
@@ -336,7 +336,7 @@ impl Seen {
     fn first(&mut self, c: &Cursor<'_, '_>, t: Token<'_>) -> R<()> {
         let k = t.text.to_ascii_lowercase();
         if self.0.contains(&k) {
-            return Err(c.err_at(t, format!("`{k}` given twice")));
+            return Err(c.err_at(t, format!("`{}` given twice", cut(&k))));
         }
         self.0.push(k);
         Ok(())
@@ -385,14 +385,14 @@ fn sched_config(c: &mut Cursor<'_, '_>, id: u32) -> R<SchedSpec> {
                     .into()
             }
             "bw" | "bandwidth" => {
-                s.bandwidth_bps = c.with("a bandwidth", units::parse_bandwidth)?
+                s.bandwidth_bps = c.unit("a bandwidth", units::parse_bandwidth)?
             }
             "mask" => s.mask = mask(c)?,
             "params" => s.params = params(c)?,
             "max-instances" => {
                 s.max_instances = c.number("a number of instances", 1, u32::MAX.into())? as u32
             }
-            "idle" => s.idle_ns = c.with("a duration", units::parse_duration_ns)?,
+            "idle" => s.idle_ns = c.unit("a duration", units::parse_duration_ns)?,
             _ => {
                 return Err(c.err_at(
                     t,
@@ -409,7 +409,7 @@ fn sched_config(c: &mut Cursor<'_, '_>, id: u32) -> R<SchedSpec> {
 
 /// `queue SIZE`: slots without a unit, bytes with one.
 fn queue_limit(text: &str) -> Result<QueueLimit, String> {
-    let (v, unit) = units::parse_size(text)?;
+    let (v, unit) = units::parse_size(text).map_err(|e| unit_error(text, "a queue size", e))?;
     if unit {
         Ok(QueueLimit::Bytes(v))
     } else {
@@ -448,7 +448,8 @@ fn queue_config(c: &mut Cursor<'_, '_>, id: u32) -> R<FlowsetSpec> {
             "mask" => q.mask = mask(c)?,
             "max-len" => {
                 let t = c.word("a packet length in bytes")?;
-                let v = units::parse_bytes(t.text).map_err(|m| c.err_at(t, m))?;
+                let v = units::parse_bytes(t.text)
+                    .map_err(|e| c.err_at(t, unit_error(t.text, "a packet length", e)))?;
                 if v == 0 || v > u64::from(MAX_PACKET_LEN) {
                     return Err(c.err_at(t, format!("max-len must be 1..={MAX_PACKET_LEN} bytes")));
                 }
@@ -457,7 +458,7 @@ fn queue_config(c: &mut Cursor<'_, '_>, id: u32) -> R<FlowsetSpec> {
             "max-queues" | "buckets" => {
                 q.max_queues = c.number("a number of queues", 1, u32::MAX.into())? as u32
             }
-            "idle" => q.idle_ns = c.with("a duration", units::parse_duration_ns)?,
+            "idle" => q.idle_ns = c.unit("a duration", units::parse_duration_ns)?,
             _ => {
                 return Err(c.err_at(
                     t,
@@ -488,7 +489,7 @@ fn pipe_config(c: &mut Cursor<'_, '_>, id: u32) -> R<PipeSpec> {
     while let Some((t, k)) = option(c, &mut seen)? {
         match k.as_str() {
             "bw" | "bandwidth" => {
-                p.bandwidth_bps = c.with("a bandwidth", units::parse_bandwidth)?
+                p.bandwidth_bps = c.unit("a bandwidth", units::parse_bandwidth)?
             }
             "queue" => {
                 p.limit = c.with("a queue size (slots, or bytes with a unit)", queue_limit)?
@@ -497,7 +498,7 @@ fn pipe_config(c: &mut Cursor<'_, '_>, id: u32) -> R<PipeSpec> {
             "max-instances" => {
                 p.max_instances = c.number("a number of instances", 1, u32::MAX.into())? as u32
             }
-            "idle" => p.idle_ns = c.with("a duration", units::parse_duration_ns)?,
+            "idle" => p.idle_ns = c.unit("a duration", units::parse_duration_ns)?,
             _ => {
                 return Err(c.err_at(
                     t,
@@ -515,7 +516,7 @@ fn mask4(text: &str) -> Result<u32, String> {
         return text
             .parse::<Ipv4Addr>()
             .map(u32::from)
-            .map_err(|_| format!("'{text}' is not an IPv4 mask"));
+            .map_err(|_| format!("'{}' is not an IPv4 mask", cut(text)));
     }
     parse_uint(text, u32::MAX.into()).map(|v| v as u32)
 }
@@ -527,12 +528,12 @@ fn mask6(text: &str) -> Result<u128, String> {
             .parse()
             .ok()
             .filter(|l| *l <= 128)
-            .ok_or_else(|| format!("'{text}' is not a prefix length /0../128"))?;
+            .ok_or_else(|| format!("'{}' is not a prefix length /0../128", cut(text)))?;
         return Ok(u128::MAX.checked_shl(128 - len).unwrap_or(0));
     }
     text.parse::<Ipv6Addr>()
         .map(u128::from)
-        .map_err(|_| format!("'{text}' is not an IPv6 mask (/LEN or an address)"))
+        .map_err(|_| format!("'{}' is not an IPv6 mask (/LEN or an address)", cut(text)))
 }
 
 /// The mask fields after `mask`.
@@ -621,10 +622,11 @@ fn protocol(text: &str) -> Result<Option<u8>, String> {
         return l
             .parse::<u8>()
             .map(Some)
-            .map_err(|_| format!("protocol number {text} is not 0..=255"));
+            .map_err(|_| format!("protocol number {} is not 0..=255", cut(text)));
     }
     Err(format!(
-        "unknown protocol '{text}' (expected ip, all, a number, or one of: {})",
+        "unknown protocol '{}' (expected ip, all, a number, or one of: {})",
+        cut(text),
         PROTOCOLS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
     ))
 }
@@ -636,9 +638,9 @@ fn parse_uint(s: &str, max: u128) -> Result<u128, String> {
     } else {
         s.parse::<u128>()
     }
-    .map_err(|_| format!("'{s}' is not a number (decimal or 0x hex)"))?;
+    .map_err(|_| format!("'{}' is not a number (decimal or 0x hex)", cut(s)))?;
     if v > max {
-        return Err(format!("{s} is larger than {max:#x}"));
+        return Err(format!("{} is larger than {max:#x}", cut(s)));
     }
     Ok(v)
 }
@@ -651,7 +653,7 @@ pub fn parse_prefix(text: &str) -> Result<Prefix, String> {
     };
     let addr: IpAddr = a
         .parse()
-        .map_err(|_| format!("'{text}' is not an address or prefix"))?;
+        .map_err(|_| format!("'{}' is not an address or prefix", cut(text)))?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
     let len = match len {
         None => max,
@@ -659,7 +661,7 @@ pub fn parse_prefix(text: &str) -> Result<Prefix, String> {
             .parse::<u8>()
             .ok()
             .filter(|l| *l <= max)
-            .ok_or_else(|| format!("'{text}': prefix length must be 0..={max}"))?,
+            .ok_or_else(|| format!("'{}': prefix length must be 0..={max}", cut(text)))?,
     };
     Ok(Prefix { addr, len })
 }
@@ -676,7 +678,10 @@ fn table_ref(text: &str) -> Option<Result<u32, String>> {
             .ok()
             .filter(|n| (1..=MAX_ID).contains(n))
             .ok_or_else(|| {
-                format!("'{text}': expected table(N) with N 1..={MAX_ID} (table values are not matched)")
+                format!(
+                    "'{}': expected table(N) with N 1..={MAX_ID} (table values are not matched)",
+                    cut(text)
+                )
             }),
     )
 }
@@ -730,7 +735,7 @@ fn addr(c: &mut Cursor<'_, '_>) -> R<AddrMatch> {
 pub fn port_range(text: &str) -> Result<PortRange, String> {
     let p = |s: &str| {
         s.parse::<u16>()
-            .map_err(|_| format!("'{text}' is not a port (0..=65535) or range lo-hi"))
+            .map_err(|_| format!("'{}' is not a port (0..=65535) or range lo-hi", cut(text)))
     };
     let (lo, hi) = match text.split_once('-') {
         Some((a, b)) => (p(a)?, p(b)?),
@@ -740,7 +745,7 @@ pub fn port_range(text: &str) -> Result<PortRange, String> {
         }
     };
     if lo > hi {
-        return Err(format!("port range '{text}' is empty (lo > hi)"));
+        return Err(format!("port range '{}' is empty (lo > hi)", cut(text)));
     }
     Ok(PortRange { lo, hi })
 }
@@ -882,7 +887,10 @@ fn rule(c: &mut Cursor<'_, '_>, last: u32) -> R<Rule> {
 }
 
 /// Runs `f` over the tokens of `text` (one phrase of ipfw syntax, as a TOML value holds),
-/// requiring it to consume them all; a syntax error becomes its message.
+/// requiring it to consume them all; a syntax error becomes its message, which names the
+/// phrase and the token unless the phrase is that one token (the message then stands on
+/// its own, and the caller points at the value: saying the text again would only make a
+/// long one three times as long).
 fn phrase<T>(
     text: &str,
     what: &str,
@@ -899,10 +907,11 @@ fn phrase<T>(
     let v = f(&mut c).and_then(|v| c.end().map(|()| v));
     v.map_err(|e| match e {
         ConfigError::Syntax { token, message, .. } if token.is_empty() => {
-            format!("'{text}' is not {what}: {message}")
+            format!("'{}' is not {what}: {message}", cut(text))
         }
+        ConfigError::Syntax { message, .. } if lex_line(text).0.len() == 1 => message,
         ConfigError::Syntax { token, message, .. } => {
-            format!("'{text}' is not {what}: {message} (at `{token}`)")
+            format!("'{}' is not {what}: {message} (at `{token}`)", cut(text))
         }
         other => other.to_string(),
     })
