@@ -12,6 +12,7 @@ mod config;
 mod expkit;
 mod run;
 mod shape;
+mod signals;
 mod sim;
 
 use std::io::Write;

@@ -4,14 +4,13 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
 use pspat_run::{live, Run, Scenario, ScenarioError};
 
+use crate::signals::Signals;
 use crate::{emit, Faulted, Usage};
 
 #[derive(Args, Debug)]
@@ -103,13 +102,7 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         None => None,
     };
     let mut run = Run::start(&sc)?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = Arc::clone(&interrupted);
-        // A second engine in one process (tests) cannot install it twice: not fatal.
-        // ORDERING: Relaxed; the loop below only polls the flag.
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
-    }
+    let signals = Signals::install()?;
     let tty = std::io::stdout().is_terminal();
     if !a.json {
         emit(&format!("pspat run: {sc}"))?;
@@ -122,12 +115,18 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         None => None,
     };
     let mut next_stats = stats_every.map(|e| start + e);
-    // ORDERING: Relaxed, pairs with the handler's store; nothing else is published by it.
-    while !run.is_over() && !interrupted.load(Ordering::Relaxed) {
+    while !run.is_over() && !signals.stop_requested() {
         std::thread::sleep(Duration::from_millis(20).min(run.remaining()));
         if let Some(r) = run.poll_reload() {
             if !a.json {
                 emit(&r.to_string())?;
+            }
+        }
+        if signals.take_hup() {
+            if let Some(r) = run.reload_now() {
+                if !a.json {
+                    emit(&r.to_string())?;
+                }
             }
         }
         if Instant::now() < next_tick || a.json {
@@ -154,8 +153,7 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
             }
         }
     }
-    // ORDERING: Relaxed, as above.
-    let report = run.stop(interrupted.load(Ordering::Relaxed));
+    let report = run.stop(signals.stop_requested());
     if a.json {
         emit(&serde_json::to_string_pretty(&report.json())?)?;
     } else {

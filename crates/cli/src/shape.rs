@@ -4,8 +4,6 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -15,6 +13,7 @@ use pspat_engine::Handoff;
 use pspat_io::cpu::CpuList;
 use pspat_shaper::{live_view, Shaper, ShaperConfig};
 
+use crate::signals::Signals;
 use crate::Faulted;
 
 /// `pspat shape` options.
@@ -130,14 +129,7 @@ impl ShapeArgs {
 /// Runs the shaper until the duration ends, a signal arrives or a receiving thread fails;
 /// prints the live view every `--stats` and the final account (and writes it as JSON).
 pub fn main(a: &ShapeArgs) -> Result<()> {
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = Arc::clone(&interrupted);
-        // SIGINT, SIGTERM and SIGHUP (ctrlc's "termination" feature): a clean stop.
-        // ORDERING: Relaxed: pairs with the loads below; the flag publishes nothing else.
-        ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-            .context("installing the signal handler")?;
-    }
+    let signals = Signals::install()?;
     // The report's file is created now: a path that cannot be written fails before the
     // run, not after it.
     let json_file = match &a.json {
@@ -167,8 +159,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
     let tty = std::io::stderr().is_terminal();
     let mut links = shaper.links();
     loop {
-        // ORDERING: Relaxed: pairs with the handler's store.
-        if interrupted.load(Ordering::Relaxed)
+        if signals.stop_requested()
             || a.duration.is_some_and(|d| shaper.elapsed() >= d)
             || shaper.thread_ended()
         {
@@ -177,6 +168,11 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(20));
         if let Some(r) = shaper.poll_reload() {
             eprintln!("pspat shape: {r}");
+        }
+        if signals.take_hup() {
+            if let Some(r) = shaper.reload_now() {
+                eprintln!("pspat shape: {r}");
+            }
         }
         let now_links = shaper.links();
         for (now, before) in now_links.iter().zip(&links) {
@@ -199,8 +195,7 @@ pub fn main(a: &ShapeArgs) -> Result<()> {
         }
     }
     // Told to stop: by a signal or the duration; else a thread of the shaper ended by itself.
-    // ORDERING: Relaxed: as above.
-    let signalled = interrupted.load(Ordering::Relaxed);
+    let signalled = signals.stop_requested();
     let told = signalled || a.duration.is_some_and(|d| shaper.elapsed() >= d);
     let mut report = shaper.stop();
     report.interrupted = signalled;

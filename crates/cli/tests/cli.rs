@@ -776,3 +776,59 @@ fn run_reloads_the_dummynet_configuration_when_it_changes() {
         assert!(t["rate_bps"].as_f64().unwrap() > 1e6, "{t}");
     }
 }
+
+/// SIGHUP re-reads the configuration file (here unchanged) without stopping the run, as a
+/// daemon's user expects; SIGTERM then stops it cleanly (exit 0, interrupted).
+#[test]
+fn sighup_rereads_the_configuration_and_sigterm_stops() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dn = tmp.path().join("dn.ipfw");
+    std::fs::write(
+        &dn,
+        "sched 1 config type drr bw 50Mbit/s\nqueue 1 config sched 1\nadd queue 1 src-ip 10.0.0.0/8\n",
+    )
+    .unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("pspat");
+    let child = std::process::Command::new(bin)
+        .args([
+            "run",
+            "--backend",
+            "null",
+            "--duration",
+            "30s",
+            "--dummynet",
+        ])
+        .arg(&dn)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let signal = |sig| {
+        // SAFETY: kill takes no pointers; the pid is our child's, not yet reaped (reaped
+        // by wait_with_output below), so it names no other process.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    };
+    // The handlers are in place once the run prints its first line; give it a second.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    signal(libc::SIGHUP);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal(libc::SIGHUP);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal(libc::SIGTERM);
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let rereads = stdout
+        .lines()
+        .filter(|l| l.starts_with(&format!("re-read on request {}: applied", dn.display())))
+        .count();
+    assert_eq!(rereads, 2, "{stdout}");
+}

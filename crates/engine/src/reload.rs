@@ -96,6 +96,8 @@ pub enum Event {
     Recreated,
     /// It is missing (or cannot be looked at); reported once.
     Removed,
+    /// It was read because the operator asked ([`Reloader::reload_now`], SIGHUP).
+    Requested,
 }
 
 /// One report: which file, what happened, and what was applied or why nothing was.
@@ -120,6 +122,7 @@ impl fmt::Display for Reload {
         let verb = match self.event {
             Event::Recreated => "re-created",
             Event::Changed => "reloaded",
+            Event::Requested => "re-read on request",
             Event::Removed => {
                 let e = self.error.as_deref().unwrap_or(REMOVED);
                 let what = e.strip_prefix("the file ").unwrap_or(e);
@@ -244,6 +247,26 @@ impl Reloader {
                 Err(e) => self.report(event, None, Some(e)),
             },
         )
+    }
+
+    /// Reads the file and applies it now, changed or not and without waiting for it to
+    /// settle: the operator says it is complete (`pspat shape` and `pspat run` on SIGHUP).
+    /// The same checks as a change's; says how that went.
+    pub fn reload_now(&mut self, engine: &Engine) -> Reload {
+        self.pending = None;
+        let before = Version::of(&self.path).ok();
+        let result = pspat_config::read_file(&self.path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| self.apply(engine, &t));
+        self.seen = before;
+        self.gone = before.is_none();
+        match result {
+            Ok(s) => {
+                self.running = Some(s);
+                self.report(Event::Requested, Some(s), None)
+            }
+            Err(e) => self.report(Event::Requested, None, Some(e)),
+        }
     }
 
     /// Parses and checks `text`, and has the engine apply it; what it holds, or why not.
@@ -524,6 +547,34 @@ mod tests {
         );
         assert_eq!(s.bandwidth(), 2_000_000);
         assert_eq!(s.next_report(), None);
+        s.engine.stop(false);
+    }
+
+    #[test]
+    fn a_request_reads_the_file_now_changed_or_not() {
+        let mut s = Setup::new();
+        // Unchanged: applied all the same, and said so.
+        let r = s.reloader.reload_now(&s.engine);
+        assert_eq!(r.event, Event::Requested);
+        assert_eq!(r.error, None, "{r}");
+        assert!(
+            r.to_string().starts_with(&format!(
+                "re-read on request {}: applied 1 schedulers",
+                s.path.display()
+            )),
+            "{r}"
+        );
+        // Just written (not settled): read at once; and the poll does not apply it again.
+        write(&s.path, &s.rules("12Mbit/s"), s.base, 20);
+        assert_eq!(s.reloader.reload_now(&s.engine).error, None);
+        assert_eq!(s.bandwidth(), 12_000_000);
+        assert_eq!(s.next_report(), None);
+        // Broken: refused, the running configuration stays.
+        write(&s.path, "sched 1 config type nope\n", s.base, 30);
+        let r = s.reloader.reload_now(&s.engine);
+        assert!(r.error.is_some(), "{r}");
+        assert!(r.to_string().starts_with("refused "), "{r}");
+        assert_eq!(s.bandwidth(), 12_000_000);
         s.engine.stop(false);
     }
 

@@ -166,6 +166,14 @@ impl Run {
         self.reloads.last().map(|(_, r)| r)
     }
 
+    /// With a dummynet-style configuration file: reads it and applies it now, changed or
+    /// not (SIGHUP), and keeps the report as [`Run::poll_reload`] does; `None` without one.
+    pub fn reload_now(&mut self) -> Option<&Reload> {
+        let r = self.reloader.as_mut()?.reload_now(&self.engine);
+        self.reloads.push((self.elapsed().as_secs_f64(), r));
+        self.reloads.last().map(|(_, r)| r)
+    }
+
     /// With a dummynet-style configuration: the statistics per scheduler instance and
     /// queue now.
     pub fn dummynet_stats(&self) -> Result<DummynetStats, RunError> {

@@ -401,6 +401,13 @@ impl Shaper {
         self.reloader.poll(engine)
     }
 
+    /// Reads the configuration file and applies it now, changed or not (the operator
+    /// says it is complete: SIGHUP), as [`Shaper::reconfigure`] does; says how that went.
+    pub fn reload_now(&mut self) -> Option<Reload> {
+        let engine = self.engine.as_ref()?;
+        Some(self.reloader.reload_now(engine))
+    }
+
     /// Stops receiving, then the engine (without draining: what is queued is reported as
     /// queued), then the reverse path; returns the final account.
     pub fn stop(mut self) -> Report {
