@@ -24,6 +24,23 @@ pub trait Sender: Send {
     /// `Err(_)`: no packet of the batch was sent. Batches of any length are accepted
     /// (backends split them into their own batch size).
     fn send(&mut self, batch: &[crate::Pkt]) -> Result<usize, SendError>;
+    /// [`Sender::send`] for a backend that can leave out a packet the output refuses for
+    /// what it is (its length, say) and go on with the rest, so that one bad packet costs
+    /// no other: each such packet's index is given to `refused` with the reason, in
+    /// increasing order, and the backend has released what it kept for it (it is not
+    /// offered to [`Sender::discard`]). Returns `end`: every packet before it was sent or
+    /// refused that way; those from `end` on were not sent (the caller counts them as
+    /// failures and gives them to `discard`). `Err` is `end` 0, with the reason.
+    ///
+    /// The default is [`Sender::send`]: nothing refused alone.
+    fn send_each(
+        &mut self,
+        batch: &[crate::Pkt],
+        refused: &mut dyn FnMut(usize, &SendError),
+    ) -> Result<usize, SendError> {
+        let _ = refused;
+        self.send(batch)
+    }
     /// These packets of a batch given to [`Sender::send`] were not sent and will not be
     /// offered again (the caller counts them as send failures): release what the backend
     /// keeps for them. The default keeps nothing.

@@ -288,3 +288,27 @@ fn fifty_frames_over_the_mtu_cost_none_of_the_fifty_between_them() {
     let report = shaper.stop();
     check_account(&report, 50);
 }
+
+/// The output's MTU lowered while the shaper runs (its arrival check still allows 1518):
+/// each frame the kernel now refuses (EMSGSIZE) is a send failure of its own, and the
+/// frames between them, in the same sendmmsg batches, all go out.
+#[test]
+fn frames_the_kernel_refuses_cost_none_of_the_frames_between_them() {
+    let Some(t) = topology_or_skip() else {
+        return;
+    };
+    let (shaper, _tmp) = start(&t);
+    t.shp.run(|| set_mtu("r1", 1400)).unwrap();
+    t.rcv.run(|| set_mtu("r0", 1400)).unwrap();
+    // 1000 and 1500 bytes alternate: the 1500-byte ones are over the new MTU.
+    let frames: Vec<Vec<u8>> = (0..100u32)
+        .map(|k| frame(k, &[], if k % 2 == 0 { 1000 } else { 1500 }))
+        .collect();
+    let good: Vec<Vec<u8>> = frames.iter().step_by(2).cloned().collect();
+    let got = through(&t, &frames, good.len());
+    assert_eq!(seqs(&got), seqs(&good), "which frames arrived");
+    let report = shaper.stop();
+    assert_eq!(report.rx.too_long, 0, "{report}");
+    assert_eq!(report.engine.send_failed, 50, "{report}");
+    assert_eq!(report.unaccounted(), 0, "{report}");
+}

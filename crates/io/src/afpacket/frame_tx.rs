@@ -4,19 +4,22 @@
 //!
 //! Each sender copies up to [`BATCH`] frames out of the pool into its own buffer (which
 //! frees their slots at once) and hands them to one sendmmsg(2); it allocates nothing per
-//! frame. A frame missing from the pool, or refused by the device, ends the batch there:
-//! [`Sender::send`] reports the packets sent as the first ones of its batch, so the engine
-//! counts that frame and the rest as send failures, and [`Sender::discard`] frees only the
-//! slots that were not copied out already. (A frame the output cannot send for its length
+//! frame. Through [`Sender::send_each`] (what the engine uses) a frame the kernel refuses
+//! for what it is (EMSGSIZE after the output's MTU was lowered, EINVAL), or one missing
+//! from the pool, is left out alone and the frames after it still go; only a failure of
+//! the socket or the device ends the batch, and [`Sender::discard`] then frees just the
+//! slots that were not copied out already. (A frame too long for the output's MTU at start
 //! never gets here: the shaper counts it `too_long` on arrival, by the kernel's own rule.)
+//! A link that goes down or away is ridden through (see [`FrameTx::with_link_events`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pspat_mailbox::FramePool;
+use pspat_mailbox::{FrameError, FramePool};
 
 use crate::link::{is_link_error, link_state, LinkEvents, LinkState};
 
+use super::tx::frame_error;
 use super::{AfterRefusal, BatchSent, TxOptions, TxSocket, BATCH};
 use crate::{Backend, Pkt, SendError, Sender};
 
@@ -71,6 +74,8 @@ impl Backend for FrameTx {
             lens: [0; BATCH],
             slot,
             skip: 0,
+            pos: [0; BATCH],
+            rejects: Vec::with_capacity(BATCH),
             link: LinkFault {
                 ifname: self.ifname.clone(),
                 opts: self.opts,
@@ -100,6 +105,10 @@ struct FrameSender {
     /// copied out (their slots are free, maybe refilled: `discard` must not touch them).
     skip: usize,
     link: LinkFault,
+    /// [`Sender::send_each`]: the chunk's index of each frame copied into `buf`.
+    pos: [usize; BATCH],
+    /// [`Sender::send_each`]: the chunk's frames left out alone (capacity `BATCH`).
+    rejects: Vec<(usize, Reject)>,
 }
 
 /// A sender's view of its interface's faults (the error path only: nothing here runs
@@ -214,12 +223,117 @@ impl Sender for FrameSender {
         Ok(done)
     }
 
+    fn send_each(
+        &mut self,
+        batch: &[Pkt],
+        refused: &mut dyn FnMut(usize, &SendError),
+    ) -> Result<usize, SendError> {
+        self.skip = 0;
+        let mut base = 0;
+        for chunk in batch.chunks(BATCH) {
+            // Copy every frame of the chunk out of the pool (which frees their slots): one
+            // that is not there is refused alone.
+            self.rejects.clear();
+            let mut copied = 0;
+            for (i, p) in chunk.iter().enumerate() {
+                let out = &mut self.buf[copied * self.slot..(copied + 1) * self.slot];
+                match self.pool.take_into(p.client, p.seq, out) {
+                    Ok(len) => {
+                        self.lens[copied] = len;
+                        self.pos[copied] = i;
+                        copied += 1;
+                    }
+                    Err(e) => self.rejects.push((i, Reject::Missing(e))),
+                }
+            }
+            let (buf, lens, slot, pos) = (&self.buf, &self.lens, self.slot, &self.pos);
+            let rejects = &mut self.rejects;
+            let mut stop = None;
+            let sent = self.sock.send_frames(
+                copied,
+                |k| &buf[k * slot..k * slot + lens[k]],
+                |k, e| {
+                    if frame_error(&e) {
+                        // Refused for what it is (too long, a bad header): only it.
+                        rejects.push((pos[k], Reject::Refused(e, lens[k])));
+                        AfterRefusal::Skip
+                    } else {
+                        stop = Some((k, e));
+                        AfterRefusal::Stop
+                    }
+                },
+            );
+            match &stop {
+                Some((_, e)) if is_link_error(e) => self.link.failed(e, &mut self.sock),
+                _ if sent.sent > 0 => self.link.back(false),
+                _ => {}
+            }
+            // Where the chunk ended: at a frame whose socket or device failed, at the
+            // first frame not offered (the device stayed busy), or after its last frame.
+            let ended = match &stop {
+                Some((k, _)) => Some(*k),
+                None if sent.end < copied => Some(sent.end),
+                None => None,
+            };
+            let end = ended.map_or(chunk.len(), |k| pos[k]);
+            // Those refused alone before that, in order.
+            self.rejects.sort_unstable_by_key(|r| r.0);
+            for (i, r) in self.rejects.drain(..) {
+                if i < end {
+                    refused(base + i, &r.into_error(self.sock.ifname()));
+                }
+            }
+            if ended.is_none() {
+                base += chunk.len();
+                continue;
+            }
+            // Every frame of the chunk was taken out of the pool: `discard` leaves them.
+            self.skip = chunk.len() - end;
+            let end = base + end;
+            if end > 0 {
+                return Ok(end);
+            }
+            return match stop {
+                Some((k, source)) => Err(SendError::Io {
+                    what: format!(
+                        "sendmmsg on {} (frame of {} bytes)",
+                        self.sock.ifname(),
+                        self.lens[k]
+                    ),
+                    source,
+                }),
+                None => Ok(0),
+            };
+        }
+        Ok(batch.len())
+    }
+
     fn discard(&mut self, pkts: &[Pkt]) {
         // Frames already copied out were freed then (and their slots may hold new frames
         // now); this frees the others.
         let skip = std::mem::take(&mut self.skip).min(pkts.len());
         for p in &pkts[skip..] {
             self.pool.discard(p.client, p.seq);
+        }
+    }
+}
+
+/// Why a frame of a batch was left out alone ([`Sender::send_each`]).
+enum Reject {
+    /// Its slot held no frame.
+    Missing(FrameError),
+    /// The kernel refused it for what it is; its length.
+    Refused(std::io::Error, usize),
+}
+
+impl Reject {
+    fn into_error(self, ifname: &str) -> SendError {
+        match self {
+            Reject::Missing(e) => SendError::Config(format!("frame pool: {e}")),
+            Reject::Refused(source, len) => SendError::Io {
+                what: format!("sendmmsg on {ifname} (frame of {len} bytes)"),
+                source,
+            },
         }
     }
 }

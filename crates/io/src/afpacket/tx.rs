@@ -73,7 +73,7 @@ fn transient(e: &io::Error) -> bool {
 /// device: too long (EMSGSIZE, see [`TxSocket`]), or a header it cannot take (EINVAL: a
 /// frame shorter than an Ethernet header without CAP_SYS_RAWIO, a virtio-net header that
 /// does not fit the frame). Another frame of the batch may well go.
-fn frame_error(e: &io::Error) -> bool {
+pub(super) fn frame_error(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMSGSIZE | libc::EINVAL))
 }
 
