@@ -115,15 +115,24 @@ pub fn read_file(path: &Path) -> Result<String, ConfigError> {
     use std::io::Read;
     let refuse = |why: String| ConfigError::Invalid(format!("{}: {why}", path.display()));
     let not_regular = |t: std::fs::FileType| refuse(format!("is {}, not a regular file", kind(t)));
-    // The path's type first: opening a FIFO would wait for a writer. (A path replaced by a
-    // FIFO between this look and the open still blocks the open; std has no portable
-    // non-blocking open.)
+    // The path's type first, for a clear error; then a non-blocking open, so that a path
+    // replaced by a FIFO meanwhile cannot make the open wait for a writer (the opened
+    // file's type is checked below; O_NONBLOCK changes nothing for a regular file).
     match std::fs::metadata(path) {
         Ok(m) if !m.is_file() => return Err(not_regular(m.file_type())),
         Ok(_) => {}
         Err(e) => return Err(refuse(format!("cannot read: {e}"))),
     }
-    let file = std::fs::File::open(path).map_err(|e| refuse(format!("cannot read: {e}")))?;
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        open.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = open
+        .open(path)
+        .map_err(|e| refuse(format!("cannot read: {e}")))?;
     // The opened file's own type and size, not the path's: the path may change meanwhile.
     let meta = file
         .metadata()
