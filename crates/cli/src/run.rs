@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// more at the end.
     #[arg(long, value_name = "TIME")]
     stats_every: Option<String>,
+    /// With a dummynet-style configuration: apply a changed file even when it lost all its
+    /// rules, or all its schedulers and pipes (refused as an accident otherwise).
+    #[arg(long)]
+    allow_empty_reload: bool,
 }
 
 /// The scenario: the file's or the built-in one, with the flags' overrides.
@@ -102,6 +106,7 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         None => None,
     };
     let mut run = Run::start(&sc)?;
+    run.allow_empty_reload(a.allow_empty_reload);
     let signals = Signals::install()?;
     let tty = std::io::stdout().is_terminal();
     if !a.json {

@@ -87,6 +87,10 @@ pub struct ShapeArgs {
     /// exits (1); an interface that is down but present is waited for as long as it takes.
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = pspat_units::parse_duration)]
     pub link_wait: Duration,
+    /// Apply a changed configuration file even when it lost all its rules, or all its
+    /// schedulers and pipes (refused as an accident otherwise).
+    #[arg(long)]
+    pub allow_empty_reload: bool,
     /// Finish in software the TCP/UDP checksums that senders left to offload, instead of
     /// passing each frame's offload state through (PACKET_VNET_HDR, the default on Linux
     /// 5.1 and later; software is the only way before).
@@ -122,6 +126,7 @@ impl ShapeArgs {
             qdisc_bypass: !self.no_qdisc_bypass,
             sw_checksum: self.sw_checksum,
             link_wait: self.link_wait,
+            allow_empty_reload: self.allow_empty_reload,
         }
     }
 }

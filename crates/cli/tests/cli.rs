@@ -832,3 +832,43 @@ fn sighup_rereads_the_configuration_and_sigterm_stops() {
         .count();
     assert_eq!(rereads, 2, "{stdout}");
 }
+
+/// A reloaded file that lost all its rules is refused as an accident, unless
+/// `--allow-empty-reload` says it is meant.
+#[test]
+fn an_emptied_file_is_applied_only_when_allowed() {
+    for allow in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dn = tmp.path().join("dn.ipfw");
+        let with_rule = "sched 1 config type drr bw 50Mbit/s\nqueue 1 config sched 1\n\
+                         add queue 1 src-ip 10.0.0.0/8\n";
+        std::fs::write(&dn, with_rule).unwrap();
+        let mut cmd = pspat();
+        cmd.args(["run", "--backend", "null", "--duration", "1.5s", "--json"])
+            .arg("--dummynet")
+            .arg(&dn)
+            .timeout(std::time::Duration::from_secs(30));
+        if allow {
+            cmd.arg("--allow-empty-reload");
+        }
+        let writer = {
+            let dn = dn.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(400));
+                let emptied = "sched 1 config type drr bw 50Mbit/s\nqueue 1 config sched 1\n\
+                               default allow\n";
+                std::fs::write(&dn, emptied).unwrap();
+            })
+        };
+        let out = cmd.output().unwrap();
+        writer.join().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let reloads = v["reloads"].as_array().unwrap();
+        assert_eq!(reloads.len(), 1, "allow {allow}: {v}");
+        assert_eq!(reloads[0]["ok"], allow, "allow {allow}: {}", reloads[0]);
+        if !allow {
+            let e = reloads[0]["error"].as_str().unwrap();
+            assert!(e.contains("no rules"), "{e}");
+        }
+    }
+}

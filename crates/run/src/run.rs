@@ -166,6 +166,15 @@ impl Run {
         self.reloads.last().map(|(_, r)| r)
     }
 
+    /// With a dummynet-style configuration file: whether a changed file that lost all its
+    /// rules, or all its schedulers and pipes, is applied (refused as an accident by
+    /// default).
+    pub fn allow_empty_reload(&mut self, allow: bool) {
+        if let Some(r) = &mut self.reloader {
+            r.allow_empty = allow;
+        }
+    }
+
     /// With a dummynet-style configuration file: reads it and applies it now, changed or
     /// not (SIGHUP), and keeps the report as [`Run::poll_reload`] does; `None` without one.
     pub fn reload_now(&mut self) -> Option<&Reload> {

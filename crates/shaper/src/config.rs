@@ -55,6 +55,9 @@ pub struct ShaperConfig {
     /// interface that is down but present is waited for as long as it takes)
     /// (`--link-wait`).
     pub link_wait: Duration,
+    /// Apply a changed configuration file even when it lost all its rules, or all its
+    /// schedulers and pipes (otherwise refused as an accident) (`--allow-empty-reload`).
+    pub allow_empty_reload: bool,
 }
 
 impl ShaperConfig {
@@ -97,6 +100,7 @@ impl ShaperConfig {
             qdisc_bypass: true,
             sw_checksum: false,
             link_wait: Self::DEFAULT_LINK_WAIT,
+            allow_empty_reload: false,
         }
     }
 

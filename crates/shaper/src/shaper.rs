@@ -236,6 +236,7 @@ impl Shaper {
             Engine::start(&cfg, Arc::new(backend)).map_err(ShaperError::Engine)?;
 
         let mut reloader = Reloader::new(&config.config);
+        reloader.allow_empty = config.allow_empty_reload;
         let frame_max = max_frame as u32;
         let output = config.output.clone();
         reloader.adjust = Some(Box::new(move |c| {
