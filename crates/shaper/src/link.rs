@@ -58,11 +58,6 @@ impl LinkWatch {
         })
     }
 
-    /// The interface's name.
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Records that a socket found the link down (`why`: its error). Several threads on
     /// one interface may each record the same outage: each is counted.
     pub(crate) fn went_down(&self, why: &dyn std::fmt::Display) {
@@ -138,6 +133,34 @@ impl LinkWatch {
             }
             idle();
             std::thread::sleep(POLL);
+        }
+    }
+
+    /// What a thread does when its socket (bound to index `bound`) failed with the link
+    /// fault `e`: records it, waits for the interface ([`LinkWatch::wait`]) and opens a new
+    /// socket with `open` if the interface came back under a new index. `Ok(None)`: carry
+    /// on with the same socket; `Ok(Some(s))`: with `s`; `Err(None)`: the shaper is
+    /// stopping; `Err(Some(why))`: the thread ends with this error.
+    pub(crate) fn ride_through<S, E: std::fmt::Display>(
+        &self,
+        e: &dyn std::fmt::Display,
+        bound: u32,
+        give_up: Duration,
+        stop: &dyn Fn() -> bool,
+        idle: &mut dyn FnMut(),
+        open: impl FnOnce(&str) -> Result<S, E>,
+    ) -> Result<Option<S>, Option<String>> {
+        self.went_down(e);
+        match self.wait(bound, give_up, stop, idle) {
+            Recovery::Up => Ok(None),
+            Recovery::Reopen => open(&self.name).map(Some).map_err(|e| {
+                Some(format!(
+                    "opening the {} {} again: {e}",
+                    self.role, self.name
+                ))
+            }),
+            Recovery::Stopped => Err(None),
+            Recovery::GaveUp(why) => Err(Some(why)),
         }
     }
 

@@ -11,7 +11,7 @@ use pspat_io::afpacket::{RxOptions, RxRing, TxOptions, TxSocket};
 
 use crate::counters::{add, ReverseCounters};
 use crate::image::write_image;
-use crate::link::{LinkWatch, Recovery};
+use crate::link::LinkWatch;
 
 /// The reverse path's interfaces and how to open its sockets again (see `link.rs`).
 pub(crate) struct ReverseLinks {
@@ -58,18 +58,19 @@ pub(crate) fn reverse(
             Ok(true) => {}
             Err(e) if e.is_link_fault() => {
                 // The output went down or away: wait for it.
-                links.output.went_down(&e);
-                match links
-                    .output
-                    .wait(ring.ifindex(), links.give_up, &stopping, &mut || {})
-                {
-                    Recovery::Up => {}
-                    Recovery::Reopen => match RxRing::open(links.output.name(), &links.rx) {
-                        Ok(r) => ring = r,
-                        Err(e) => return Some(format!("opening the output again: {e}")),
-                    },
-                    Recovery::Stopped => return None,
-                    Recovery::GaveUp(why) => return Some(why),
+                let open = |name: &str| RxRing::open(name, &links.rx);
+                let bound = ring.ifindex();
+                match links.output.ride_through(
+                    &e,
+                    bound,
+                    links.give_up,
+                    &stopping,
+                    &mut || {},
+                    open,
+                ) {
+                    Ok(Some(r)) => ring = r,
+                    Ok(None) => {}
+                    Err(why) => return why,
                 }
                 continue;
             }
@@ -96,18 +97,19 @@ pub(crate) fn reverse(
             Err(e) if e.is_link_fault() => {
                 // The input went down or away: this batch is lost (counted); wait for it.
                 add(&counters.failed, used as u64);
-                links.input.went_down(&e);
-                match links
-                    .input
-                    .wait(tx.ifindex(), links.give_up, &stopping, &mut || {})
-                {
-                    Recovery::Up => {}
-                    Recovery::Reopen => match TxSocket::open(links.input.name(), &links.tx) {
-                        Ok(t) => tx = t,
-                        Err(e) => return Some(format!("opening the input again: {e}")),
-                    },
-                    Recovery::Stopped => return None,
-                    Recovery::GaveUp(why) => return Some(why),
+                let open = |name: &str| TxSocket::open(name, &links.tx);
+                let bound = tx.ifindex();
+                match links.input.ride_through(
+                    &e,
+                    bound,
+                    links.give_up,
+                    &stopping,
+                    &mut || {},
+                    open,
+                ) {
+                    Ok(Some(t)) => tx = t,
+                    Ok(None) => {}
+                    Err(why) => return why,
                 }
                 continue;
             }

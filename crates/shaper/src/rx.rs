@@ -19,7 +19,7 @@ use pspat_mailbox::{FrameError, FrameWriter};
 
 use crate::counters::{add, RxCounters};
 use crate::image::{image, Unsendable};
-use crate::link::{LinkWatch, Recovery};
+use crate::link::LinkWatch;
 
 /// One receiving thread's state.
 pub(crate) struct Forwarder {
@@ -96,33 +96,27 @@ impl Forwarder {
                         break;
                     }
                     // The input went down or away: wait for it, keep transmitting.
-                    self.link.went_down(&e);
                     add(
                         &self.counters.ring_drops,
                         ring_drops(&mut self.ring, &last_stats),
                     );
-                    let client = &mut self.client;
-                    let recovery = self.link.wait(
+                    let (client, reopen) = (&mut self.client, &self.reopen);
+                    let recovery = self.link.ride_through(
+                        &e,
                         self.ring.ifindex(),
-                        self.reopen.give_up,
+                        reopen.give_up,
                         // ORDERING: Relaxed: as the loop's own check.
                         &|| stop.load(Ordering::Relaxed),
                         &mut || {
                             client.drain();
                         },
+                        |name| reopen.open(name),
                     );
                     match recovery {
-                        Recovery::Up => {}
-                        Recovery::Reopen => match self.reopen.open(self.link.name()) {
-                            Ok(ring) => self.ring = ring,
-                            Err(e) => {
-                                error = Some(format!("opening the input again: {e}"));
-                                break;
-                            }
-                        },
-                        Recovery::Stopped => break,
-                        Recovery::GaveUp(why) => {
-                            error = Some(why);
+                        Ok(Some(ring)) => self.ring = ring,
+                        Ok(None) => {}
+                        Err(why) => {
+                            error = why;
                             break;
                         }
                     }

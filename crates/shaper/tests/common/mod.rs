@@ -182,23 +182,14 @@ impl Topology {
         let end = |dev: &'static str, addr: &'static str| {
             move || -> Result<String, String> {
                 ip(&format!("addr add {addr}/24 dev {dev}"))?;
-                ip(&format!("link set dev {dev} up"))?;
-                mac(dev)
+                ip(&format!("link set dev {dev} up"))
             }
         };
-        let mac_s0 = snd.run(end("s0", SND_ADDR))?;
-        let mac_r0 = rcv.run(end("r0", RCV_ADDR))?;
-        snd.run(move || {
-            ip(&format!(
-                "neigh replace {RCV_ADDR} lladdr {mac_r0} dev s0 nud permanent"
-            ))
-        })?;
-        rcv.run(move || {
-            ip(&format!(
-                "neigh replace {SND_ADDR} lladdr {mac_s0} dev r0 nud permanent"
-            ))
-        })?;
-        Ok(Topology { snd, shp, rcv })
+        snd.run(end("s0", SND_ADDR))?;
+        rcv.run(end("r0", RCV_ADDR))?;
+        let t = Topology { snd, shp, rcv };
+        t.neighbours()?;
+        Ok(t)
     }
 }
 
@@ -403,49 +394,36 @@ pub fn set_mtu(dev: &str, mtu: u32) -> Result<String, String> {
 
 impl Topology {
     /// Creates the sender's veth pair (`s0`, `s1`) again after a test deleted it, as
-    /// [`Topology::new`] made it: `s1` up in the shaper's namespace, `s0` with its address
-    /// in the sender's, the neighbour entries on both ends updated to its new address.
+    /// [`Topology::new`] made it.
     pub fn recreate_input(&self) -> Result<(), String> {
-        let snd_tid = self.snd.tid;
-        self.shp.run(move || {
-            ip("link add s0 type veth peer name s1")?;
-            ip(&format!("link set dev s0 netns {snd_tid}"))?;
-            ip("link set dev s1 up")
-        })?;
-        let mac_s0 = self.snd.run(|| {
-            ip(&format!("addr add {SND_ADDR}/24 dev s0"))?;
-            ip("link set dev s0 up")?;
-            mac("s0")
-        })?;
-        let mac_r0 = self.rcv.run(|| mac("r0"))?;
-        self.snd.run(move || {
-            ip(&format!(
-                "neigh replace {RCV_ADDR} lladdr {mac_r0} dev s0 nud permanent"
-            ))
-        })?;
-        self.rcv.run(move || {
-            ip(&format!(
-                "neigh replace {SND_ADDR} lladdr {mac_s0} dev r0 nud permanent"
-            ))
-        })?;
-        Ok(())
+        self.recreate("s", &self.snd, SND_ADDR)
     }
 
-    /// Creates the receiver's veth pair (`r0`, `r1`) again after a test deleted it, as
-    /// [`Topology::recreate_input`] does the sender's.
+    /// Creates the receiver's veth pair (`r0`, `r1`) again after a test deleted it.
     pub fn recreate_output(&self) -> Result<(), String> {
-        let rcv_tid = self.rcv.tid;
+        self.recreate("r", &self.rcv, RCV_ADDR)
+    }
+
+    /// The pair `{p}0`-`{p}1`: `{p}1` up in the shaper's namespace, `{p}0` with `addr` in
+    /// `end`'s; then both neighbour entries, for the new end's address.
+    fn recreate(&self, p: &'static str, end: &Netns, addr: &'static str) -> Result<(), String> {
+        let tid = end.tid;
         self.shp.run(move || {
-            ip("link add r0 type veth peer name r1")?;
-            ip(&format!("link set dev r0 netns {rcv_tid}"))?;
-            ip("link set dev r1 up")
+            ip(&format!("link add {p}0 type veth peer name {p}1"))?;
+            ip(&format!("link set dev {p}0 netns {tid}"))?;
+            ip(&format!("link set dev {p}1 up"))
         })?;
-        let mac_r0 = self.rcv.run(|| {
-            ip(&format!("addr add {RCV_ADDR}/24 dev r0"))?;
-            ip("link set dev r0 up")?;
-            mac("r0")
+        end.run(move || {
+            ip(&format!("addr add {addr}/24 dev {p}0"))?;
+            ip(&format!("link set dev {p}0 up"))
         })?;
+        self.neighbours()
+    }
+
+    /// Static neighbour entries on both ends (no ARP needs to cross the shaper).
+    fn neighbours(&self) -> Result<(), String> {
         let mac_s0 = self.snd.run(|| mac("s0"))?;
+        let mac_r0 = self.rcv.run(|| mac("r0"))?;
         self.snd.run(move || {
             ip(&format!(
                 "neigh replace {RCV_ADDR} lladdr {mac_r0} dev s0 nud permanent"
