@@ -4,17 +4,18 @@
 //! refused by the backend, dropped with a reason, or left queued (in a mailbox, in the
 //! scheduler, or stashed before a full dispatcher mailbox).
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use pspat_engine::traffic::{drive, periodic, SizeDist, Submit, TrafficSpec};
-use pspat_engine::{
-    clock, ClientConfig, Engine, EngineConfig, EngineReport, Handoff, LockedEngine,
-};
+use pspat_engine::traffic::{drive, periodic, SizeDist, TrafficSpec};
+use pspat_engine::{ClientConfig, Engine, EngineConfig, EngineReport, Handoff, LockedEngine};
 use pspat_io::{Backend, Pkt, SendError, Sender};
 use pspat_sched::FlowParams;
+
+use common::Greedy;
 
 /// Longest a stop may take here. The bugs these tests catch take 5 s to forever.
 const STOP_LIMIT: Duration = Duration::from_secs(2);
@@ -53,45 +54,6 @@ fn config(rate_bps: u64, handoff: Handoff, clients: usize) -> EngineConfig {
     cfg.handoff = handoff;
     cfg.spin_ns = 20_000;
     cfg
-}
-
-/// Client threads submitting `len`-byte packets as fast as their mailboxes take them
-/// (client `i` on flow `i`), pausing 50 us on a refusal (a client that transmits itself
-/// sends what was cleared to it meanwhile), until [`Greedy::finish`], which joins them:
-/// their clients are dropped then.
-struct Greedy {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl Greedy {
-    fn start<C: Submit + Send + 'static>(clients: Vec<C>, len: u32) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads = clients
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut c)| {
-                let stop = Arc::clone(&stop);
-                std::thread::spawn(move || {
-                    // ORDERING: Relaxed: the flag carries no data; join orders the rest.
-                    while !stop.load(Ordering::Relaxed) {
-                        if c.submit_at(i as u32, len, clock::now_ns()).is_err() {
-                            c.pause(Duration::from_micros(50));
-                        }
-                    }
-                })
-            })
-            .collect();
-        Self { stop, threads }
-    }
-
-    fn finish(self) {
-        // ORDERING: Relaxed, as the load.
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
-            t.join().unwrap();
-        }
-    }
 }
 
 /// Runs `stop` on another thread and returns its result and how long it took; fails the
@@ -157,7 +119,7 @@ fn client_handoff_stop_transmits_what_was_cleared_to_departed_clients() {
     let backend = Count::default();
     let took = Arc::clone(&backend.0);
     let (engine, clients) = Engine::start(&cfg, Arc::new(backend)).unwrap();
-    let greedy = Greedy::start(clients, 1000);
+    let greedy = Greedy::start(clients);
     std::thread::sleep(Duration::from_millis(200));
     greedy.finish();
     // The arbiter goes on releasing meanwhile (~125 packets), as during the shaper's
@@ -190,7 +152,7 @@ fn stop_is_prompt_on_a_slow_link_in_every_handoff_mode() {
             let took = Arc::clone(&backend.0);
             let cfg = config(rate_bps, handoff, 2);
             let (engine, clients) = Engine::start(&cfg, Arc::new(backend)).unwrap();
-            let greedy = Greedy::start(clients, 65_535);
+            let greedy = Greedy::start_with_len(clients, 65_535);
             std::thread::sleep(Duration::from_millis(100));
             let r = stop_within(&what, move || {
                 greedy.finish();
@@ -209,7 +171,7 @@ fn the_lock_baseline_stops_promptly_on_a_slow_link() {
     let backend = Count::default();
     let cfg = config(1, Handoff::Arbiter, 2);
     let (engine, clients) = LockedEngine::start(&cfg, Arc::new(backend)).unwrap();
-    let greedy = Greedy::start(clients, 65_535);
+    let greedy = Greedy::start_with_len(clients, 65_535);
     std::thread::sleep(Duration::from_millis(100));
     let r = stop_within("lock baseline", move || {
         greedy.finish();

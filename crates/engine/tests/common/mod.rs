@@ -1,5 +1,7 @@
 //! Helpers shared by the engine's integration tests.
 
+#![allow(dead_code)] // each test file uses its own part
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,16 +31,22 @@ pub fn assert_complete_and_ordered<'a>(
     assert_eq!(next, vec![per_client; clients], "packets lost");
 }
 
-/// Client threads submitting 1000-byte packets as fast as they can (client `i` on flow
-/// `i`), pausing 50 us on a refusal, until [`Greedy::finish`].
+/// Client threads submitting packets as fast as they can (client `i` on flow `i`),
+/// pausing 50 us on a refusal, until [`Greedy::finish`], which joins them (their clients
+/// are dropped then).
 pub struct Greedy {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Greedy {
-    /// Starts one thread per client.
+    /// Starts one thread per client, submitting 1000-byte packets.
     pub fn start<C: Submit + Send + 'static>(clients: Vec<C>) -> Self {
+        Self::start_with_len(clients, 1000)
+    }
+
+    /// Starts one thread per client, submitting `len`-byte packets.
+    pub fn start_with_len<C: Submit + Send + 'static>(clients: Vec<C>, len: u32) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let threads = clients
             .into_iter()
@@ -47,7 +55,7 @@ impl Greedy {
                 let stop = Arc::clone(&stop);
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
-                        if c.submit_at(i as u32, 1000, clock::now_ns()).is_err() {
+                        if c.submit_at(i as u32, len, clock::now_ns()).is_err() {
                             c.pause(Duration::from_micros(50));
                         }
                     }
