@@ -3,10 +3,13 @@
 //! dropped or left queued. On a 10 kbit/s link the built-in scenario's 64 KB packets take
 //! 52 s each, at 1 bit/s six days: a stop that waits for the link never ends.
 
+mod account;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use account::assert_balanced;
 use serde_json::Value;
 
 /// Longest a 1 s run may take from start to exit (start-up, the run, the stop, the
@@ -53,37 +56,6 @@ fn finish(mut child: Child, what: &str) -> (i32, String, String, Instant) {
     let ended = Instant::now();
     let (stdout, stderr) = (reader.join().unwrap(), err_reader.join().unwrap());
     (status.code().unwrap_or(-1), stdout, stderr, ended)
-}
-
-/// Every tenant of a `pspat run --json` account balances; returns the packets left
-/// queued over all tenants.
-fn assert_balanced(v: &Value, what: &str) -> u64 {
-    let u = |t: &Value, k: &str| {
-        t[k].as_u64()
-            .unwrap_or_else(|| panic!("{what}: {k} in {t}"))
-    };
-    let mut left = 0;
-    for t in v["tenants"].as_array().unwrap() {
-        let dropped: u64 = t["dropped"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|v| v.as_u64().unwrap())
-            .sum();
-        assert_eq!(
-            u(t, "submitted"),
-            u(t, "sent") + u(t, "send_failed") + dropped + u(t, "left_queued"),
-            "{what}: {t}"
-        );
-        // Released onto the link but not transmitted would hide in `left_queued`.
-        assert_eq!(
-            u(t, "scheduled"),
-            u(t, "sent") + u(t, "send_failed"),
-            "{what}: {t}"
-        );
-        left += u(t, "left_queued");
-    }
-    left
 }
 
 /// A 1 s run with `--json` and `args`: ends within [`RUN_LIMIT`], status 0, balanced,
