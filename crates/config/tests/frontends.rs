@@ -123,7 +123,7 @@ fn rule_numbers_autoincrement_from_the_previous_rule() {
 fn syntax_errors_point_at_line_column_and_token() {
     let cases: &[(&str, u32, u32, &str, &str)] = &[
         // (text, line, column, token, part of the message)
-        ("sched 1 config type qfq bw 4Mbits", 1, 28, "4Mbits", "unit"),
+        ("sched 1 config type qfq bw 4Mbit/z", 1, 28, "4Mbit/z", "unit"),
         (
             "\n  queue 1 config sched 1 weight 0",
             2,
@@ -318,9 +318,9 @@ fn toml_errors_point_at_line_column_and_key() {
     assert_eq!((line, col, tok), (4, 1, "bandwith"), "{e}");
     assert!(msg.contains("unknown field `bandwith`"), "{e}");
     // a bad value: the message names the value, the place is the value
-    let e = toml_err("[[sched]]\nid = 1\ntype = \"drr\"\nbw = \"4Mbits\"\n");
+    let e = toml_err("[[sched]]\nid = 1\ntype = \"drr\"\nbw = \"4Mbit/z\"\n");
     let (line, col, tok, msg) = at(&e);
-    assert_eq!((line, col, tok), (4, 6, "\"4Mbits\""), "{e}");
+    assert_eq!((line, col, tok), (4, 6, "\"4Mbit/z\""), "{e}");
     assert!(msg.contains("unknown bandwidth unit"), "{e}");
     // unknown mask field
     let e = toml_err("[[pipe]]\nid = 1\nmask = { src = 1 }\n");

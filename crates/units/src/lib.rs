@@ -14,9 +14,10 @@
 //!
 //! The rest follows ipfw(8) and dummynet where they say something:
 //! - bandwidth and packet-rate prefixes `K`, `M`, `G`, `T` are powers of 1000 (ipfw:
-//!   `Kbit/s` = 1000 bit/s); a bandwidth's unit is bits (`bit/s`, `bits/s`, `b/s`, `bps`) or
-//!   bytes (`Byte/s`, `B/s`, `Bps`), so `4M`, `4Mbit/s` and `500KByte/s` are all 4 000 000
-//!   bit/s; `unlimited` is 0;
+//!   `Kbit/s` = 1000 bit/s); a bandwidth's unit is bits (`bit/s`, `bits/s`, `bit`, `bits`,
+//!   `b/s`, `bps`, `b`) or bytes (`Byte/s`, `Bytes/s`, `Byte`, `Bytes`, `B/s`, `Bps`, `B`),
+//!   the spellings ipfw reads and real configurations write (pfSense's `100Mb`), so `4M`,
+//!   `4Mb`, `4Mbit/s` and `500KByte/s` are all 4 000 000 bit/s; `unlimited` is 0;
 //! - byte-size prefixes `K`, `M`, `G` are powers of 1024, as dummynet's `queue 100KBytes`;
 //!   the unit is `B`, `Byte(s)` or none;
 //! - duration units are `ns`, `us`, `ms`, `s`, `min` and `h` (a service runs for hours);
@@ -147,10 +148,23 @@ pub fn parse_bandwidth(s: &str) -> Result<u64> {
         split_number(s).map_err(|e| UnitError(format!("{e} in bandwidth '{s}'")))?;
     let (mult, unit) = decimal_prefix(rest);
     let per_unit = match unit {
-        "" | "bps" | "b/s" => 1,
-        "Bps" | "B/s" => 8,
-        u if u.eq_ignore_ascii_case("bit/s") || u.eq_ignore_ascii_case("bits/s") => 1,
-        u if u.eq_ignore_ascii_case("byte/s") || u.eq_ignore_ascii_case("bytes/s") => 8,
+        // Bits: ipfw reads anything but a capital B or "by..." after the prefix as bits;
+        // these are the spellings real configurations use (`100Mb`, `10Mbps`, `1Mbit/s`).
+        "" | "b" | "bps" | "b/s" => 1,
+        // Bytes: a capital B (`10MB`, `500KBps`), or any case of "byte(s)".
+        "B" | "Bps" | "B/s" => 8,
+        u if ["bit", "bits", "bit/s", "bits/s"]
+            .iter()
+            .any(|w| u.eq_ignore_ascii_case(w)) =>
+        {
+            1
+        }
+        u if ["byte", "bytes", "byte/s", "bytes/s"]
+            .iter()
+            .any(|w| u.eq_ignore_ascii_case(w)) =>
+        {
+            8
+        }
         _ => {
             return err(format!(
                 "unknown bandwidth unit '{rest}' in '{s}' (expected e.g. 4Mbit/s, 100Kbit/s, \
@@ -346,13 +360,27 @@ mod tests {
         assert_eq!(parse_duration_ns("1.5h"), Ok(5_400_000_000_000));
         assert_eq!(parse_size("64 KB"), Ok((65_536, true)));
         assert_eq!(parse_bandwidth("unlimited"), Ok(0));
+        // ipfw's other spellings, as pfSense and tutorials write them.
+        for (text, bps) in [
+            ("100Mb", 100_000_000),
+            ("1Kb", 1_000),
+            ("4Mbits", 4_000_000),
+            ("2Mbit", 2_000_000),
+            ("10MB", 80_000_000),
+            ("500KBps", 4_000_000),
+            ("1KBytes", 8_000),
+            ("3kbytes/s", 24_000),
+            ("1Gbits/s", 1_000_000_000),
+        ] {
+            assert_eq!(parse_bandwidth(text), Ok(bps), "{text}");
+        }
         assert_eq!(parse_bandwidth("0"), Ok(0));
     }
 
     #[test]
     fn bad_quantities_say_what_is_wrong() {
-        let e = msg(parse_bandwidth("4Mbits"));
-        assert!(e.contains("unit") && e.contains("4Mbits"), "{e}");
+        let e = msg(parse_bandwidth("4Mbit/z"));
+        assert!(e.contains("unit") && e.contains("4Mbit/z"), "{e}");
         let e = msg(parse_bandwidth("fast"));
         assert!(e.contains("number") && e.contains("fast"), "{e}");
         let e = msg(parse_bandwidth("-5M"));
