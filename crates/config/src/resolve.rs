@@ -39,6 +39,21 @@ use crate::model::*;
 /// Largest id of any object, and largest rule number (ipfw's).
 pub const MAX_ID: u32 = 65535;
 
+/// ipfw's step between automatically numbered rules (`net.inet.ip.fw.autoinc_step`).
+pub const AUTOINC_STEP: u32 = 100;
+
+/// The number ipfw gives a rule written without one: the highest number so far plus
+/// [`AUTOINC_STEP`], or the highest itself when that would reach the default rule's,
+/// [`MAX_ID`] (rules may share a number; they keep their order). As FreeBSD's
+/// `ip_fw_sockopt.c` does when it adds a rule numbered 0.
+pub fn next_rule_number(highest: u32) -> u32 {
+    if highest < MAX_ID - AUTOINC_STEP {
+        highest + AUTOINC_STEP
+    } else {
+        highest
+    }
+}
+
 /// Where an object was written: 1-based line and column.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Loc {

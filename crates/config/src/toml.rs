@@ -31,7 +31,7 @@
 //! bw = "1Mbit/s"
 //!
 //! [[rule]]                              # add 100 queue 1 udp from 1.2.3.4 to any 53 out
-//! number = 100                          # optional: previous + 100
+//! number = 100                          # optional: the highest so far + 100
 //! action = "queue 1"                    # "pipe 2", "queue tablearg", "allow", "deny"
 //! proto = "udp"                         # or a number
 //! src = "1.2.3.4"                       # "any", "table(1)", a prefix, or a list of them
@@ -57,7 +57,7 @@ use serde::Deserialize;
 use crate::error::{cut, unit_error, ConfigError};
 use crate::ipfw::{parser, print};
 use crate::model::*;
-use crate::resolve::{Draft, Loc, Located, TableCmd, MAX_ID};
+use crate::resolve::{next_rule_number, Draft, Loc, Located, TableCmd, MAX_ID};
 use pspat_units as units;
 
 /// Any TOML value this front end accepts where ipfw syntax has a word: a string, a number,
@@ -418,19 +418,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
     for r in file.rule {
         let span = r.span();
         let r = r.into_inner();
-        let number = match r.number {
-            Some(n) => n,
-            None if last + 100 <= MAX_ID => last + 100,
-            None => {
-                return Err(syntax(
-                    text,
-                    origin,
-                    span,
-                    format!("this rule has no number and the previous one + 100 is past {MAX_ID}"),
-                ))
-            }
-        };
-        last = number;
+        let number = r.number.unwrap_or_else(|| next_rule_number(last));
+        last = last.max(number);
         d.rules.push(Located {
             at: at(span),
             item: Rule {

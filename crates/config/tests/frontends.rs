@@ -108,22 +108,39 @@ fn classic_and_option_bodies_mean_the_same() {
 }
 
 #[test]
-fn rule_numbers_autoincrement_from_the_previous_rule() {
+fn rule_numbers_autoincrement_from_the_highest_so_far_as_ipfw_does() {
     let c = ipfw("add allow\nadd 1000 deny\nadd allow\nadd 50 deny\nadd allow\n");
     let n: Vec<u32> = c.rules.iter().map(|r| r.number).collect();
-    // written 100, 1000, 1100, 50, 150; sorted stably
-    assert_eq!(n, vec![50, 100, 150, 1000, 1100]);
-    let e = ipfw_err("add 65500 allow\nadd deny\n");
-    let (line, _, _, msg) = at(&e);
-    assert_eq!(line, 2);
-    assert!(msg.contains("65600"), "{msg}");
+    // written 100, 1000, 1100, 50, 1200 (the highest so far plus 100, not the previous
+    // rule's: 150); sorted stably
+    assert_eq!(n, vec![50, 100, 1000, 1100, 1200]);
+    // Near the top, the highest number itself: rules may share one.
+    for (top, next) in [(65434, 65534), (65435, 65435), (65500, 65500)] {
+        let c = ipfw(&format!("add {top} allow\nadd deny\n"));
+        let n: Vec<u32> = c.rules.iter().map(|r| r.number).collect();
+        assert_eq!(n, vec![top, next]);
+    }
+    let t = parse_toml(
+        "[[rule]]\nnumber = 700\naction = \"allow\"\n[[rule]]\nnumber = 10\n\
+         action = \"deny\"\n[[rule]]\naction = \"allow\"\n",
+        "t.toml",
+    )
+    .unwrap();
+    let n: Vec<u32> = t.rules.iter().map(|r| r.number).collect();
+    assert_eq!(n, vec![10, 700, 800]);
 }
 
 #[test]
 fn syntax_errors_point_at_line_column_and_token() {
     let cases: &[(&str, u32, u32, &str, &str)] = &[
         // (text, line, column, token, part of the message)
-        ("sched 1 config type qfq bw 4Mbit/z", 1, 28, "4Mbit/z", "unit"),
+        (
+            "sched 1 config type qfq bw 4Mbit/z",
+            1,
+            28,
+            "4Mbit/z",
+            "unit",
+        ),
         (
             "\n  queue 1 config sched 1 weight 0",
             2,

@@ -25,8 +25,9 @@
 //! ```
 //!
 //! Choices the brief or ipfw(8) left open:
-//! - a rule without a number gets the previous rule's number (in file order) plus 100, the
-//!   first one 100: ipfw's autoincrement with its default step;
+//! - a rule without a number gets the highest number so far plus 100 (the first one 100),
+//!   or that highest number itself near the top: ipfw's autoincrement with its default
+//!   step;
 //! - `buckets` is an alias of `max-queues` (in dummynet it sizes the hash table of dynamic
 //!   queues, which is the bound we keep);
 //! - `default ACTION` is our extension: what happens to a packet no rule matched
@@ -49,7 +50,7 @@ use pspat_sched::{MAX_PACKET_LEN, MAX_WEIGHT};
 use super::lexer::{lex_line, Kind, Token};
 use crate::error::{cut, unit_error, ConfigError};
 use crate::model::*;
-use crate::resolve::{Draft, Loc, Located, TableCmd, MAX_ID};
+use crate::resolve::{next_rule_number, Draft, Loc, Located, TableCmd, MAX_ID};
 use pspat_units as units;
 
 /// dummynet options pspat refuses, with why.
@@ -285,7 +286,7 @@ fn command(c: &mut Cursor<'_, '_>, d: &mut Draft, last_rule: &mut u32) -> R<()> 
         }
         "add" => {
             let item = rule(c, *last_rule)?;
-            *last_rule = item.number;
+            *last_rule = (*last_rule).max(item.number);
             d.rules.push(Located { item, at: Some(at) });
         }
         "table" => {
@@ -776,20 +777,14 @@ fn set_once<T>(c: &Cursor<'_, '_>, t: Token<'_>, slot: &mut Option<T>, v: T, wha
     Ok(())
 }
 
-fn rule(c: &mut Cursor<'_, '_>, last: u32) -> R<Rule> {
+fn rule(c: &mut Cursor<'_, '_>, highest: u32) -> R<Rule> {
     let number = if c
         .peek()
         .is_some_and(|t| t.text.starts_with(|ch: char| ch.is_ascii_digit()))
     {
         c.id("a rule number")?
     } else {
-        let n = last + 100;
-        if n > MAX_ID {
-            return Err(c.err(format!(
-                "this rule has no number and the previous one + 100 = {n} is past {MAX_ID}"
-            )));
-        }
-        n
+        next_rule_number(highest)
     };
     let action = action(c)?;
 
