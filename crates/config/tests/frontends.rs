@@ -402,3 +402,27 @@ fn a_bare_duration_is_seconds_in_both_syntaxes() {
     .unwrap();
     assert_eq!(t, c);
 }
+
+/// Spellings real ipfw configurations use: a leading `-q`, repeated spaces, an IPv4 mask as
+/// a prefix length, and `buckets` (a hash size in dummynet, which bounds nothing: it leaves
+/// `max-queues` as it was).
+#[test]
+fn ipfw_spellings_of_real_configurations() {
+    let c = ipfw(
+        "-q pipe  1   config bw 100Mb mask src-ip /32 buckets 256\n\
+         ipfw -q sched 2 config type drr buckets 64\n\
+         queue 3 config sched 2 mask dst-ip /24 buckets 1024\n\
+         add queue 3 ip from any to any\n",
+    );
+    let p = &c.pipes[&1];
+    assert_eq!(p.bandwidth_bps, 100_000_000);
+    assert_eq!(p.mask.src_ip, u32::MAX);
+    let q = &c.flowsets[&3];
+    assert_eq!(q.mask.dst_ip, 0xffff_ff00);
+    assert_eq!(q.max_queues, DEFAULT_MAX_QUEUES, "buckets bounds nothing");
+    assert_eq!(c.schedulers[&2].algorithm, "drr");
+    let e = ipfw_err("pipe 1 config mask src-ip /33\n");
+    assert!(at(&e).3.contains("/0../32"), "{e}");
+    let e = ipfw_err("queue 1 config sched 2 buckets 0\n");
+    assert!(at(&e).3.contains("hash buckets"), "{e}");
+}

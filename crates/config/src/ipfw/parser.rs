@@ -28,8 +28,9 @@
 //! - a rule without a number gets the highest number so far plus 100 (the first one 100),
 //!   or that highest number itself near the top: ipfw's autoincrement with its default
 //!   step;
-//! - `buckets` is an alias of `max-queues` (in dummynet it sizes the hash table of dynamic
-//!   queues, which is the bound we keep);
+//! - `buckets` (the size of dummynet's hash table of dynamic queues) is accepted on
+//!   schedulers, flowsets and pipes and changes nothing: it never bounds or drops;
+//! - a leading `-q` or `-f` (ipfw's quiet and force flags) is skipped;
 //! - `default ACTION` is our extension: what happens to a packet no rule matched
 //!   (`deny` when absent, as ipfw's default rule 65535);
 //! - `reject` is an alias of `deny` (ipfw's `reject` also sends an ICMP error, which a
@@ -149,6 +150,10 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
             continue;
         }
         if c.peek_is("ipfw") || c.peek_is("dnctl") {
+            c.pos += 1;
+        }
+        // ipfw's global flags that change nothing here: -q (quiet), -f (no confirmation).
+        while c.peek_is("-q") || c.peek_is("-f") {
             c.pos += 1;
         }
         command(&mut c, &mut draft, &mut last_rule)?;
@@ -393,11 +398,13 @@ fn sched_config(c: &mut Cursor<'_, '_>, id: u32) -> R<SchedSpec> {
             "max-instances" => {
                 s.max_instances = c.number("a number of instances", 1, u32::MAX.into())? as u32
             }
+            "buckets" => buckets(c)?,
             "idle" => s.idle_ns = c.unit("a duration", units::parse_duration_ns)?,
             _ => {
                 return Err(c.err_at(
                     t,
-                    "expected a sched option: type, bw, mask, params, max-instances or idle",
+                    "expected a sched option: type, bw, mask, params, max-instances, buckets or \
+                     idle",
                 ))
             }
         }
@@ -456,15 +463,16 @@ fn queue_config(c: &mut Cursor<'_, '_>, id: u32) -> R<FlowsetSpec> {
                 }
                 q.max_len = v as u32;
             }
-            "max-queues" | "buckets" => {
+            "max-queues" => {
                 q.max_queues = c.number("a number of queues", 1, u32::MAX.into())? as u32
             }
+            "buckets" => buckets(c)?,
             "idle" => q.idle_ns = c.unit("a duration", units::parse_duration_ns)?,
             _ => {
                 return Err(c.err_at(
                     t,
-                    "expected a queue option: sched, weight, queue, mask, max-len, max-queues \
-                     (buckets) or idle",
+                    "expected a queue option: sched, weight, queue, mask, max-len, max-queues, \
+                     buckets or idle",
                 ))
             }
         }
@@ -499,11 +507,12 @@ fn pipe_config(c: &mut Cursor<'_, '_>, id: u32) -> R<PipeSpec> {
             "max-instances" => {
                 p.max_instances = c.number("a number of instances", 1, u32::MAX.into())? as u32
             }
+            "buckets" => buckets(c)?,
             "idle" => p.idle_ns = c.unit("a duration", units::parse_duration_ns)?,
             _ => {
                 return Err(c.err_at(
                     t,
-                    "expected a pipe option: bw, queue, mask, max-instances or idle",
+                    "expected a pipe option: bw, queue, mask, max-instances, buckets or idle",
                 ))
             }
         }
@@ -511,8 +520,24 @@ fn pipe_config(c: &mut Cursor<'_, '_>, id: u32) -> R<PipeSpec> {
     Ok(p)
 }
 
-/// An IPv4 mask: a number or a dotted quad.
+/// `buckets N`: the size of dummynet's hash table of dynamic queues or instances. It bounds
+/// nothing (pspat's tables grow as they need, up to `max-queues` / `max-instances`), so the
+/// number is checked and otherwise changes nothing.
+fn buckets(c: &mut Cursor<'_, '_>) -> R<()> {
+    c.number("a number of hash buckets", 1, u32::MAX.into())?;
+    Ok(())
+}
+
+/// An IPv4 mask: `/LEN`, a number or a dotted quad.
 fn mask4(text: &str) -> Result<u32, String> {
+    if let Some(len) = text.strip_prefix('/') {
+        let len: u32 = len
+            .parse()
+            .ok()
+            .filter(|l| *l <= 32)
+            .ok_or_else(|| format!("'{}' is not a prefix length /0../32", cut(text)))?;
+        return Ok(u32::MAX.checked_shl(32 - len).unwrap_or(0));
+    }
     if text.contains('.') {
         return text
             .parse::<Ipv4Addr>()
