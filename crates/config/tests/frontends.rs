@@ -403,15 +403,15 @@ fn a_bare_duration_is_seconds_in_both_syntaxes() {
     assert_eq!(t, c);
 }
 
-/// Spellings real ipfw configurations use: a leading `-q`, repeated spaces, an IPv4 mask as
-/// a prefix length, and `buckets` (a hash size in dummynet, which bounds nothing: it leaves
+/// Spellings real ipfw configurations use: a leading `-q`, repeated spaces, an IPv4 mask of
+/// `/32`, and `buckets` (a hash size in dummynet, which bounds nothing: it leaves
 /// `max-queues` as it was).
 #[test]
 fn ipfw_spellings_of_real_configurations() {
     let c = ipfw(
         "-q pipe  1   config bw 100Mb mask src-ip /32 buckets 256\n\
          ipfw -q sched 2 config type drr buckets 64\n\
-         queue 3 config sched 2 mask dst-ip /24 buckets 1024\n\
+         queue 3 config sched 2 mask dst-ip 0xffffff00 buckets 1024\n\
          add queue 3 ip from any to any\n",
     );
     let p = &c.pipes[&1];
@@ -423,6 +423,10 @@ fn ipfw_spellings_of_real_configurations() {
     assert_eq!(c.schedulers[&2].algorithm, "drr");
     let e = ipfw_err("pipe 1 config mask src-ip /33\n");
     assert!(at(&e).3.contains("/0../32"), "{e}");
+    // ipfw's /24 is the 24 low bits, not a prefix: refused, naming both.
+    let e = ipfw_err("pipe 1 config mask src-ip /24\n");
+    let m = at(&e).3;
+    assert!(m.contains("0x00ffffff") && m.contains("0xffffff00"), "{e}");
     let e = ipfw_err("queue 1 config sched 2 buckets 0\n");
     assert!(at(&e).3.contains("hash buckets"), "{e}");
 }

@@ -528,15 +528,24 @@ fn buckets(c: &mut Cursor<'_, '_>) -> R<()> {
     Ok(())
 }
 
-/// An IPv4 mask: `/LEN`, a number or a dotted quad.
+/// An IPv4 mask: a number, a dotted quad, or `/32` and `/0` (all bits, none). ipfw reads
+/// an IPv4 `/N` as the N low bits (`/24` is 0x00ffffff, not a /24 prefix), where a reader
+/// expects a prefix: the two agree only on `/0` and `/32`, so any other `/N` is refused
+/// with the number to write instead.
 fn mask4(text: &str) -> Result<u32, String> {
     if let Some(len) = text.strip_prefix('/') {
-        let len: u32 = len
-            .parse()
-            .ok()
-            .filter(|l| *l <= 32)
-            .ok_or_else(|| format!("'{}' is not a prefix length /0../32", cut(text)))?;
-        return Ok(u32::MAX.checked_shl(32 - len).unwrap_or(0));
+        return match len.parse::<u32>() {
+            Ok(0) => Ok(0),
+            Ok(32) => Ok(u32::MAX),
+            Ok(n @ 1..=31) => Err(format!(
+                "'{}': ipfw reads an IPv4 mask /{n} as its {n} low bits ({:#010x}), not as a \
+                 prefix ({:#010x}); write the mask you mean as a number",
+                cut(text),
+                (1u32 << n) - 1,
+                u32::MAX << (32 - n)
+            )),
+            _ => Err(format!("'{}' is not /0../32", cut(text))),
+        };
     }
     if text.contains('.') {
         return text
