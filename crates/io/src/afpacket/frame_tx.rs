@@ -124,6 +124,17 @@ struct LinkFault {
 }
 
 impl LinkFault {
+    /// After a send that stopped at `failed` (if it did) and sent something or not: a
+    /// link fault is recorded (and the socket maybe opened again), frames out again end
+    /// a fault.
+    fn after_send(&mut self, failed: Option<&std::io::Error>, sent_any: bool, sock: &mut TxSocket) {
+        match failed {
+            Some(e) if is_link_error(e) => self.failed(e, sock),
+            _ if sent_any => self.back(false),
+            _ => {}
+        }
+    }
+
     /// A send failed with `e` for the link: says so once per fault, and opens `sock`
     /// again if the interface is back under a new index.
     fn failed(&mut self, e: &std::io::Error, sock: &mut TxSocket) {
@@ -190,11 +201,8 @@ impl Sender for FrameSender {
                     AfterRefusal::Stop
                 },
             );
-            match &refusal {
-                Some((_, e)) if is_link_error(e) => self.link.failed(e, &mut self.sock),
-                _ if sent.sent > 0 => self.link.back(false),
-                _ => {}
-            }
+            let failed = refusal.as_ref().map(|(_, e)| e);
+            self.link.after_send(failed, sent.sent > 0, &mut self.sock);
             let c = settle(copied, missing.is_some(), sent);
             done += c.sent;
             self.skip = c.skip;
@@ -263,11 +271,8 @@ impl Sender for FrameSender {
                     }
                 },
             );
-            match &stop {
-                Some((_, e)) if is_link_error(e) => self.link.failed(e, &mut self.sock),
-                _ if sent.sent > 0 => self.link.back(false),
-                _ => {}
-            }
+            let failed = stop.as_ref().map(|(_, e)| e);
+            self.link.after_send(failed, sent.sent > 0, &mut self.sock);
             // Where the chunk ended: at a frame whose socket or device failed, at the
             // first frame not offered (the device stayed busy), or after its last frame.
             let ended = match &stop {
