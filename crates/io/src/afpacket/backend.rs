@@ -31,6 +31,7 @@
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
 
+use super::tx::frame_refused;
 use super::{resolve, sys, AfPacketError, AfterRefusal, TxOptions, TxSocket, BATCH};
 use crate::backend::{Backend, SendError, Sender};
 use crate::payload::{self, HEADER_LEN, MAX_WIRE_LEN, WIRE_OVERHEAD};
@@ -242,14 +243,7 @@ impl Sender for AfPacketSender {
             );
             sent += done.sent;
             if let Some((i, source)) = refusal.filter(|_| sent == 0) {
-                return Err(SendError::Io {
-                    what: format!(
-                        "sendmmsg on {} (frame of {} bytes)",
-                        self.sock.ifname(),
-                        lens[i]
-                    ),
-                    source,
-                });
+                return Err(frame_refused(self.sock.ifname(), lens[i], source));
             }
             if done.sent < n {
                 return Ok(sent);

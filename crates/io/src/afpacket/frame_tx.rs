@@ -19,7 +19,7 @@ use pspat_mailbox::{FrameError, FramePool};
 
 use crate::link::{is_link_error, link_state, LinkEvents, LinkState};
 
-use super::tx::frame_error;
+use super::tx::{frame_error, frame_refused};
 use super::{AfterRefusal, BatchSent, TxOptions, TxSocket, BATCH};
 use crate::{Backend, Pkt, SendError, Sender};
 
@@ -214,14 +214,7 @@ impl Sender for FrameSender {
             }
             // Nothing of the batch went: say why (a device that stayed busy is no error).
             if let Some((i, source)) = refusal {
-                return Err(SendError::Io {
-                    what: format!(
-                        "sendmmsg on {} (frame of {} bytes)",
-                        self.sock.ifname(),
-                        lens[i]
-                    ),
-                    source,
-                });
+                return Err(frame_refused(self.sock.ifname(), lens[i], source));
             }
             if let Some(e) = missing {
                 return Err(SendError::Config(format!("frame pool: {e}")));
@@ -299,14 +292,7 @@ impl Sender for FrameSender {
                 return Ok(end);
             }
             return match stop {
-                Some((k, source)) => Err(SendError::Io {
-                    what: format!(
-                        "sendmmsg on {} (frame of {} bytes)",
-                        self.sock.ifname(),
-                        self.lens[k]
-                    ),
-                    source,
-                }),
+                Some((k, source)) => Err(frame_refused(self.sock.ifname(), self.lens[k], source)),
                 None => Ok(0),
             };
         }
@@ -335,10 +321,7 @@ impl Reject {
     fn into_error(self, ifname: &str) -> SendError {
         match self {
             Reject::Missing(e) => SendError::Config(format!("frame pool: {e}")),
-            Reject::Refused(source, len) => SendError::Io {
-                what: format!("sendmmsg on {ifname} (frame of {len} bytes)"),
-                source,
-            },
+            Reject::Refused(source, len) => frame_refused(ifname, len, source),
         }
     }
 }

@@ -77,6 +77,14 @@ pub(super) fn frame_error(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMSGSIZE | libc::EINVAL))
 }
 
+/// The error of a frame the kernel refused on `ifname`, for a backend's report.
+pub(super) fn frame_refused(ifname: &str, len: usize, source: io::Error) -> crate::SendError {
+    crate::SendError::Io {
+        what: format!("sendmmsg on {ifname} (frame of {len} bytes)"),
+        source,
+    }
+}
+
 /// What a caller of [`TxSocket::send_frames`] wants done with the rest of a batch after
 /// the kernel refused one of its frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
