@@ -415,23 +415,36 @@ impl<V: Service> Arbiter<V> {
     /// Deactivates the clients the drain found idle if `when` says it is time to; otherwise
     /// leaves them active, to be found idle again by a later drain.
     fn settle_idle(&mut self, now: u64, when: Deactivate) {
-        let idle = &mut self.idle;
+        let idle = &self.idle;
         if when == Deactivate::Now || idle.found.len() >= DEACTIVATE_BATCH || now >= idle.next_ns {
-            idle.next_ns = now + DEACTIVATE_EVERY_NS;
+            self.idle.next_ns = now + DEACTIVATE_EVERY_NS;
             let activity = &self.shared.activity;
-            // The re-check after the (one) heavy fence catches a packet pushed meanwhile
-            // (see Activity::deactivate).
-            activity.deactivate_all(&idle.found);
+            // The re-check after the (one) heavy fence catches a packet pushed or sent
+            // meanwhile (see Activity::deactivate and `owes_a_visit`).
+            activity.deactivate_all(&self.idle.found);
             let counters = &self.shared.arbiter_counters.0;
-            counters.deactivations.add(idle.found.len() as u64);
+            counters.deactivations.add(self.idle.found.len() as u64);
             counters.deactivation_fences.add(1);
-            for &c in &idle.found {
-                if self.ports[c as usize].mailbox.has_message() {
+            for &c in &self.idle.found {
+                if self.owes_a_visit(c as usize) {
                     activity.mark(c as usize);
                 }
             }
         }
-        idle.found.clear();
+        self.idle.found.clear();
+    }
+
+    /// Whether client `c` has something for the arbiter: a packet in its mailbox or, in the
+    /// client hand-off mode, packets it sent whose mailbox slots the arbiter has not given
+    /// back yet. Read after a deactivation's heavy fence, this is the Dekker re-check of
+    /// [`Activity::deactivate`] for both ways a client marks itself (`Client::submit` and
+    /// `Client::drain` each publish, fence, then mark): a client deactivated between its
+    /// drain and its mark would otherwise keep a full mailbox whose slots nobody releases.
+    fn owes_a_visit(&self, c: usize) -> bool {
+        let port = &self.ports[c];
+        port.mailbox.has_message()
+            || (self.out.client_mode()
+                && self.shared.counters[c].client.0.drained.get() != port.drained_seen)
     }
 
     /// Client hand-off mode: give back the mailbox slots of packets the client sent.

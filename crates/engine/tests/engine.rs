@@ -95,6 +95,9 @@ fn run_all(cfg: &EngineConfig, per_client: u32) -> (Vec<Pkt>, pspat_engine::Engi
     (pkts, report)
 }
 
+/// How long a client of [`run_on`] may find its mailbox full without any packet accepted.
+const STUCK: Duration = Duration::from_secs(10);
+
 /// [`run_all`] on any backend: returns the report once everything is out.
 fn run_on(
     cfg: &EngineConfig,
@@ -109,11 +112,24 @@ fn run_on(
             std::thread::spawn(move || {
                 let flow = c.id() % flows;
                 let mut sent = 0;
+                // A client that cannot submit for this long was left off the arbiter's
+                // scan list (or the arbiter stopped): fail instead of hanging.
+                let mut progress = Instant::now();
                 while sent < per_client {
                     let len = 60 + (sent * 7 + c.id() * 13) % 1400;
                     match c.submit(flow, len) {
-                        Ok(_) => sent += 1,
+                        Ok(_) => {
+                            sent += 1;
+                            progress = Instant::now();
+                        }
                         Err(SubmitError::MailboxFull) => {
+                            assert!(
+                                progress.elapsed() < STUCK,
+                                "client {}: mailbox full for {STUCK:?} after {sent} packets, \
+                                 {} in flight",
+                                c.id(),
+                                c.in_flight()
+                            );
                             c.wait_and_drain(Duration::from_micros(50));
                         }
                         Err(e) => panic!("submit: {e}"),
@@ -184,6 +200,32 @@ fn no_loss_no_reordering_in_every_handoff_mode() {
                 assert_eq!(s.dropped_total(), 0);
             }
             assert_eq!(report.sched.unwrap().backlog.pkts, 0);
+        }
+    }
+}
+
+/// Client hand-off: a client's mailbox slots come back only when the arbiter sees what the
+/// client sent, so a client the arbiter takes off its scan list while the client is sending
+/// must be put back (the re-check after deactivation looks at what it sent, not only at its
+/// mailbox), or its full mailbox never empties. An arbiter that goes to sleep as soon as
+/// it has nothing (no spin), deactivating every idle client before it does, and clients
+/// idle after one empty drain make that race frequent.
+#[test]
+fn client_handoff_never_strands_a_client_with_a_full_mailbox() {
+    let flows = (0..2)
+        .map(|_| FlowParams::default().with_limit_pkts(4096))
+        .collect();
+    let mut cfg = config("drr", 4, flows);
+    cfg.handoff = Handoff::Clients;
+    cfg.rate_bps = 0;
+    cfg.mailbox_entries = 64;
+    cfg.client_idle_ns = 0;
+    cfg.spin_ns = 0;
+    for _ in 0..5 {
+        let (pkts, report) = run_all(&cfg, 50_000);
+        assert_complete_and_ordered(&pkts, 4, 50_000);
+        for s in &report.snapshot.clients {
+            assert_eq!(s.sent, 50_000);
         }
     }
 }

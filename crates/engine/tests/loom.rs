@@ -1,4 +1,6 @@
-//! Model checking (loom) of the engine's handshakes: the activity bitmap (a client with a packet is never left off the arbiter's scan list), the
+//! Model checking (loom) of the engine's handshakes: the activity bitmap (a client with a
+//! packet, or with sent packets whose slots are owed, is never left off the arbiter's scan
+//! list), the
 //! sleep/wake protocol (a sleeper is never left asleep with work pending), the stop of an
 //! arbiter napping until the link is free, and the key rings.
 //!
@@ -51,6 +53,38 @@ fn activity_never_loses_a_pending_client() {
             assert!(
                 act.is_marked(0),
                 "a client with a packet is off the scan list"
+            );
+        }
+    });
+}
+
+/// Client hand-off: a client that sent cleared packets publishes how many (its `drained`
+/// counter), fences and marks itself, while the arbiter, which saw the old count on its
+/// visit, deactivates it and re-checks the count: afterwards, sent packets whose slots the
+/// arbiter has not given back always have their client's bit set (else its mailbox stays
+/// full forever). Re-checking only the mailbox, as before, fails this model.
+#[test]
+fn activity_never_loses_a_client_that_sent() {
+    model(|| {
+        let act = Arc::new(Activity::new(1));
+        act.mark(0);
+        let drained = Arc::new(AtomicU64::new(0));
+        let seen = 0; // what the arbiter's visit read
+        let (a2, d2) = (Arc::clone(&act), Arc::clone(&drained));
+        let client = loom::thread::spawn(move || {
+            d2.store(d2.load(Ordering::Relaxed) + 3, Ordering::Relaxed);
+            publish_fence();
+            a2.mark(0);
+        });
+        act.deactivate(0);
+        if drained.load(Ordering::Relaxed) != seen {
+            act.mark(0);
+        }
+        client.join().unwrap();
+        if drained.load(Ordering::Relaxed) != seen {
+            assert!(
+                act.is_marked(0),
+                "a client owed its slots is off the scan list"
             );
         }
     });
