@@ -23,7 +23,9 @@ use super::rules::{
     Verdict, DIR_IN, DIR_OUT, MAX_CANDS,
 };
 use crate::error::ConfigError;
-use crate::model::{Action, AddrMatch, Config, Direction, FlowMask, QueueLimit, Target};
+use crate::model::{
+    Action, AddrMatch, Config, Direction, FlowMask, QueueLimit, QueueManagement, Target,
+};
 use std::net::IpAddr;
 
 /// The longest packet a pipe's queue takes: any IPv4 datagram or Ethernet frame.
@@ -53,6 +55,8 @@ pub struct Class {
     pub weight: u32,
     pub max_len: u32,
     pub limit: QueueLimit,
+    /// Loss and early drop of each of its queues.
+    pub qm: QueueManagement,
     /// The flow mask.
     pub mask: FlowMask,
     /// Most queues per scheduler instance.
@@ -66,7 +70,12 @@ pub struct Sched {
     pub origin: SchedOrigin,
     pub algorithm: String,
     pub params: Vec<(String, String)>,
+    /// Its link: pipe N's for scheduler N and for pipe N's FIFO (see [`crate::model`]).
     pub bandwidth_bps: u64,
+    /// How long a packet leaving the link is held before it is sent on (ns).
+    pub delay_ns: u64,
+    /// Bytes an idle link may send at once beyond its rate.
+    pub burst_bytes: u64,
     /// The scheduler mask.
     pub mask: FlowMask,
     pub max_instances: u32,
@@ -107,11 +116,14 @@ impl Classifier {
         let mut sched_index = BTreeMap::new();
         for s in config.schedulers.values() {
             sched_index.insert(s.id, scheds.len() as u32);
+            let link = config.link_of(s);
             scheds.push(Sched {
                 origin: SchedOrigin::Sched(s.id),
                 algorithm: s.algorithm.clone(),
                 params: s.params.clone(),
-                bandwidth_bps: s.bandwidth_bps,
+                bandwidth_bps: link.bandwidth_bps,
+                delay_ns: link.delay_ns,
+                burst_bytes: link.burst_bytes,
                 mask: s.mask,
                 max_instances: s.max_instances,
                 idle_ns: s.idle_ns,
@@ -130,6 +142,7 @@ impl Classifier {
                 weight: f.weight,
                 max_len: f.max_len,
                 limit: f.limit,
+                qm: f.qm,
                 mask: f.mask,
                 max_queues: f.max_queues,
                 idle_ns: f.idle_ns,
@@ -143,6 +156,8 @@ impl Classifier {
                 algorithm: "fifo".to_string(),
                 params: Vec::new(),
                 bandwidth_bps: p.bandwidth_bps,
+                delay_ns: p.delay_ns,
+                burst_bytes: p.burst_bytes,
                 mask: p.mask,
                 max_instances: p.max_instances,
                 idle_ns: p.idle_ns,
@@ -156,6 +171,7 @@ impl Classifier {
                 // and `pspat shape` schedules whole frames, longer than a 1500-byte MTU.
                 max_len: PIPE_MAX_LEN,
                 limit: p.limit,
+                qm: p.qm,
                 mask: FlowMask::default(),
                 max_queues: 1,
                 idle_ns: p.idle_ns,

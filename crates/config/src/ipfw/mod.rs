@@ -3,5 +3,6 @@
 //! written back by [`print`] (the `Display` of [`crate::Config`]).
 
 pub mod lexer;
+mod objects;
 pub mod parser;
 pub mod print;
