@@ -40,7 +40,7 @@
 //! - `reject` is an alias of `deny` (ipfw's `reject` also sends an ICMP error, which a
 //!   shaper has no business doing);
 //! - the object commands (`pipe`, `queue`, `sched`) and what each option means where are
-//!   [`super::objects`]'s, which follows dummynet's object model; AQM words (`codel`, `pie`,
+//!   `objects.rs`'s, which follows dummynet's object model; AQM words (`codel`, `pie`,
 //!   `fq_codel`, ...) and the rare spellings pspat does not read (`profile`, `plr A,B,C,D`,
 //!   `bw DEVICE`) are refused naming the feature; `me` addresses are refused;
 //! - `ip` and `all` as the protocol mean any protocol; a condition given twice (two
