@@ -92,10 +92,13 @@ impl Default for QueueLimit {
     }
 }
 
-/// Default bound on the queues one flowset creates through its mask.
-pub const DEFAULT_MAX_QUEUES: u32 = 1024;
-/// Default bound on the instances one scheduler creates through its mask.
-pub const DEFAULT_MAX_INSTANCES: u32 = 256;
+/// Default bound on the queues one flowset creates through its mask. dummynet has no
+/// bound; pspat keeps one (a flood of new flows cannot take all memory) high enough not to
+/// drop in normal use: a `/16` of customers, or 65 536 flows of one.
+pub const DEFAULT_MAX_QUEUES: u32 = 65_536;
+/// Default bound on the instances one scheduler creates through its mask (see
+/// [`DEFAULT_MAX_QUEUES`]).
+pub const DEFAULT_MAX_INSTANCES: u32 = 65_536;
 /// Default idle time after which an empty dynamic queue or instance is removed: 10 s.
 pub const DEFAULT_IDLE_NS: u64 = 10_000_000_000;
 /// dummynet's default scheduler: what `pipe N` gives the queues attached to it when no

@@ -30,9 +30,14 @@
 //! `no_class`). A scheduler's algorithm, parameters or mask, a flowset's scheduler or mask,
 //! and the `max_*` bounds are fixed for the life of the engine (their state is built around
 //! them): a change to them is refused, naming the object, and nothing is applied. An
-//! instance's queue map is sized, when the instance is created, for the `max_queues` of the
+//! instance's queue map is bounded, when the instance is created, by the `max_queues` of the
 //! classes its scheduler had then: a class added later to that scheduler shares what is left
 //! (a full map is a `queue_limit` drop), until idle instances expire and are rebuilt.
+//!
+//! Maps of instances and of queues start with room for a few and double as new customers
+//! and flows appear, up to their bound (`KeyMap::growable`): memory follows what is in use,
+//! as dummynet's (which has no bound at all), and the defaults are high enough (65 536) not
+//! to drop in normal use. Growing allocates, once per doubling, on a new key's packet.
 //!
 //! Statistics ([`crate::dnstats`], built on request between two scans): per queue, its
 //! flow's counters in the instance's algorithm; per instance, the algorithm's totals (which
@@ -70,6 +75,9 @@ const CODES: usize = 2 << 16;
 pub(crate) const NONE: u32 = u32::MAX;
 /// `Dummynet::last` of a packet that comes out of a delay line (charged when it entered).
 const DELAYED: u32 = u32::MAX - 1;
+/// Instances per scheduler and queues per instance a map has room for at first; it
+/// doubles as needed up to `max-instances` / `max-queues` (see `KeyMap::growable`).
+const INITIAL_IDS: u32 = 64;
 /// Seed of the loss and RED decisions: a run repeats exactly under the same arrivals.
 const DICE_SEED: u64 = 0x5eed_d1ce;
 /// Idle queues and instances looked at per expiry round...
@@ -296,8 +304,8 @@ impl Dummynet {
                     sched_slot.push(self.scheds.len());
                     self.scheds.push(SchedState {
                         sched: s.clone(),
-                        instances: KeyMap::new(n),
-                        inst_ids: vec![NONE; n as usize],
+                        instances: KeyMap::growable(INITIAL_IDS, n),
+                        inst_ids: vec![NONE; INITIAL_IDS.min(n) as usize],
                         live: true,
                         reclaimed_ns: 0,
                         retired: Counters::default(),
@@ -378,6 +386,10 @@ impl Dummynet {
             }
         };
         let st = &mut self.scheds[s];
+        if slot as usize >= st.inst_ids.len() {
+            // The map grew (a new instance found it full).
+            st.inst_ids.resize(st.instances.capacity() as usize, NONE);
+        }
         if !new {
             return Ok(st.inst_ids[slot as usize]);
         }
@@ -404,14 +416,14 @@ impl Dummynet {
             sched,
             link,
             owner: (s, slot),
-            queues: KeyMap::new(queues),
-            flows: vec![None; queues as usize],
-            last_ns: vec![0; queues as usize],
+            queues: KeyMap::growable(INITIAL_IDS, queues),
+            flows: vec![None; INITIAL_IDS.min(queues) as usize],
+            last_ns: vec![0; INITIAL_IDS.min(queues) as usize],
             per_class: vec![0; self.classes.len()],
             ready: false,
             reclaimed_ns: 0,
             created_ns: self.now,
-            queue_created_ns: vec![0; queues as usize],
+            queue_created_ns: vec![0; INITIAL_IDS.min(queues) as usize],
             drops: Drops::default(),
             red: Vec::new(),
             expired_queues: 0,
@@ -569,6 +581,16 @@ fn queue_of(
     }
     let (q, new) = got.map_err(|_| ArbiterDrop::QueueLimit)?;
     let q = q as usize;
+    if q >= inst.flows.len() {
+        // The map grew (a new queue found it full): its per-queue arrays follow.
+        let n = inst.queues.capacity() as usize;
+        inst.flows.resize(n, None);
+        inst.last_ns.resize(n, 0);
+        inst.queue_created_ns.resize(n, 0);
+        if !inst.red.is_empty() {
+            inst.red.resize(n, RedQueue::default());
+        }
+    }
     if new {
         match inst.sched.add_flow(class.params) {
             Ok(f) => {

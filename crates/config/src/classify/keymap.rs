@@ -1,10 +1,14 @@
 //! Stage 2: a bounded map from keys to dense ids, for the arbiter's dynamic scheduler
 //! instances and queues.
 //!
-//! A `KeyMap` of capacity `C` hands out ids in `0..C`; all of its memory is allocated by
-//! [`KeyMap::new`] and never again (no allocation after `new`, ever). When all `C` ids are
-//! live, inserting a new key is [`Full`]: the caller counts a drop with a reason (queue or
-//! instance limit) instead of growing. Removed ids are reused, most recently freed first.
+//! A `KeyMap` with a limit of `L` keys hands out ids in `0..L`. [`KeyMap::new`] allocates
+//! all of it at once; [`KeyMap::growable`] starts small and doubles when a new key finds
+//! every id live, up to `L` (an allocation per doubling, on the first packet of a new flow
+//! or customer, never per packet: dummynet itself allocates each new queue). When all `L`
+//! ids are live, inserting a new key is [`Full`]: the caller counts a drop with a reason
+//! (queue or instance limit). Removed ids are reused, most recently freed first; ids never
+//! move, so callers index their own per-id arrays with them (and extend those when
+//! [`KeyMap::capacity`] grows).
 //!
 //! **Layout.** Open addressing with linear probing over a power-of-two array of `u32` slots
 //! (at least `2C` of them, so the load factor stays <= 1/2) that hold ids; per id, the key,
@@ -42,6 +46,8 @@ pub struct KeyMap<K> {
     /// Free ids; the next one handed out is the last.
     free: Vec<u32>,
     cursor: usize,
+    /// Most ids it may grow to.
+    limit: u32,
 }
 
 impl<K: Copy + Eq + Default> KeyMap<K> {
@@ -59,12 +65,67 @@ impl<K: Copy + Eq + Default> KeyMap<K> {
             slot_of: vec![EMPTY; cap].into(),
             free: (0..capacity).rev().collect(),
             cursor: 0,
+            limit: capacity,
         }
     }
 
-    /// Most keys it holds.
+    /// A map for `initial` keys (at most `limit`) that grows by doubling up to `limit` keys
+    /// (`limit < 2^31`).
+    pub fn growable(initial: u32, limit: u32) -> Self {
+        assert!(limit < 1 << 31, "KeyMap limit {limit} too large");
+        let mut m = Self::new(initial.min(limit));
+        m.limit = limit;
+        m
+    }
+
+    /// Keys it holds room for now (ids are below this).
     pub fn capacity(&self) -> u32 {
         self.keys.len() as u32
+    }
+
+    /// Most keys it may hold.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Doubles its room (at least 16, at most `limit`); false when at `limit` already.
+    /// Live ids keep their number; the slot array is rebuilt for the new size.
+    #[cold]
+    fn grow(&mut self) -> bool {
+        let cap = self.keys.len();
+        let new_cap = (2 * cap).max(16).min(self.limit as usize);
+        if new_cap <= cap {
+            return false;
+        }
+        let extend = |b: &mut Box<[u64]>, v: u64| {
+            let mut x = std::mem::take(b).into_vec();
+            x.resize(new_cap, v);
+            *b = x.into();
+        };
+        extend(&mut self.hashes, 0);
+        extend(&mut self.last_ns, 0);
+        let mut keys = std::mem::take(&mut self.keys).into_vec();
+        keys.resize(new_cap, K::default());
+        self.keys = keys.into();
+        let mut slot_of = std::mem::take(&mut self.slot_of).into_vec();
+        slot_of.resize(new_cap, EMPTY);
+        let nslots = (2 * new_cap).next_power_of_two();
+        self.slots = vec![EMPTY; nslots].into();
+        self.mask = nslots - 1;
+        for (id, s) in slot_of.iter_mut().enumerate() {
+            if *s == EMPTY {
+                continue;
+            }
+            let mut at = self.hashes[id] as usize & self.mask;
+            while self.slots[at] != EMPTY {
+                at = (at + 1) & self.mask;
+            }
+            self.slots[at] = id as u32;
+            *s = at as u32;
+        }
+        self.slot_of = slot_of.into();
+        self.free.extend((cap as u32..new_cap as u32).rev());
+        true
     }
 
     /// Keys it holds.
@@ -119,10 +180,16 @@ impl<K: Copy + Eq + Default> KeyMap<K> {
     /// id's last-used time becomes `now_ns`. `Err(Full)` if absent and the map is full.
     #[inline]
     pub fn get_or_insert(&mut self, key: K, hash: u64, now_ns: u64) -> Result<(u32, bool), Full> {
-        let (s, found) = self.probe(&key, hash);
+        let (mut s, found) = self.probe(&key, hash);
         if let Some(id) = found {
             self.last_ns[id as usize] = now_ns;
             return Ok((id, false));
+        }
+        if self.free.is_empty() {
+            if !self.grow() {
+                return Err(Full);
+            }
+            s = self.probe(&key, hash).0;
         }
         let id = self.free.pop().ok_or(Full)?;
         let i = id as usize;
@@ -295,6 +362,44 @@ mod tests {
                     prop_assert_eq!(m.key(id), Some(k));
                     prop_assert_eq!(m.last_used(id), Some(last));
                 }
+            }
+        }
+    }
+
+    proptest! {
+        /// A growable map behaves as a fixed one of its limit, ids stay put when it grows,
+        /// and it allocates no more than it needs (doubling).
+        #[test]
+        fn a_growable_map_is_a_fixed_one_of_its_limit(
+            limit in 0u32..80,
+            keys in prop::collection::vec(any::<u8>(), 0..200),
+            removals in prop::collection::vec(any::<u8>(), 0..50),
+        ) {
+            let mut g: KeyMap<u8> = KeyMap::growable(1, limit);
+            let mut model: HashMap<u8, u32> = HashMap::new();
+            let mut peak = 0;
+            for (i, &k) in keys.iter().enumerate() {
+                let r = g.get_or_insert(k, hash(k), i as u64);
+                match model.get(&k) {
+                    Some(&id) => prop_assert_eq!(r, Ok((id, false))),
+                    None if model.len() == limit as usize => prop_assert_eq!(r, Err(Full)),
+                    None => {
+                        let (id, new) = r.unwrap();
+                        prop_assert!(new && id < limit);
+                        model.insert(k, id);
+                        peak = peak.max(model.len());
+                    }
+                }
+                if let Some(&k) = removals.get(i) {
+                    if let Some(id) = model.remove(&k) {
+                        prop_assert!(g.remove(id));
+                    }
+                }
+                for (&k, &id) in &model {
+                    prop_assert_eq!(g.get(&k, hash(k)), Some(id));
+                }
+                prop_assert!(g.capacity() <= limit);
+                prop_assert!(g.capacity() as usize <= (2 * peak).max(16));
             }
         }
     }

@@ -507,12 +507,17 @@ impl Stage2 {
             instances: k
                 .scheds()
                 .iter()
-                .map(|s| KeyMap::new(s.max_instances))
+                .map(|s| KeyMap::growable(64, s.max_instances))
                 .collect(),
             queues: k
                 .classes()
                 .iter()
-                .map(|c| KeyMap::new(c.max_queues * k.scheds()[c.sched as usize].max_instances))
+                .map(|c| {
+                    let all = c
+                        .max_queues
+                        .saturating_mul(k.scheds()[c.sched as usize].max_instances);
+                    KeyMap::growable(64, all.min(1 << 30))
+                })
                 .collect(),
         }
     }
