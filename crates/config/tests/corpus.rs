@@ -104,10 +104,7 @@ fn lines(path: &Path) -> Lines {
         }
     }
     // References: drop the line each error names until the rest resolves.
-    loop {
-        let Err(e) = parse_ipfw(&kept.join("\n"), "corpus") else {
-            break;
-        };
+    while let Err(e) = parse_ipfw(&kept.join("\n"), "corpus") {
         let msg = e.to_string();
         let at: usize = msg
             .strip_prefix("corpus:")
