@@ -216,9 +216,9 @@ fn slides_config() -> Config {
         c.flowsets.insert(f.id, f);
     }
     c.tables.insert(
-        1,
+        1.into(),
         Table {
-            id: 1,
+            id: 1.into(),
             entries: vec![
                 (v4(0x0102_0000, 20), 25),
                 (v4(0x0102_0300, 24), 20),
@@ -232,7 +232,7 @@ fn slides_config() -> Config {
         Action::Queue(Target::Tablearg),
         Match {
             direction: Some(Direction::Out),
-            src: AddrMatch::Table(1),
+            src: AddrMatch::Table(1.into()),
             ..Match::default()
         },
     )];
@@ -297,16 +297,16 @@ fn tablearg_from_the_destination_table_and_as_pipe() {
         },
     );
     c.tables.insert(
-        1,
+        1.into(),
         Table {
-            id: 1,
+            id: 1.into(),
             entries: vec![(v4(0, 0), 1)],
         },
     );
     c.tables.insert(
-        2,
+        2.into(),
         Table {
-            id: 2,
+            id: 2.into(),
             entries: vec![(v4(0x0a00_0000, 8), 7)],
         },
     );
@@ -314,8 +314,8 @@ fn tablearg_from_the_destination_table_and_as_pipe() {
         5,
         Action::Pipe(Target::Tablearg),
         Match {
-            src: AddrMatch::Table(1),
-            dst: AddrMatch::Table(2),
+            src: AddrMatch::Table(1.into()),
+            dst: AddrMatch::Table(2.into()),
             ..Match::default()
         },
     )];
@@ -384,7 +384,11 @@ fn allow_deny_default_and_order() {
         k.classify_frame(&f, OUT),
         Verdict::Schedule {
             class: class_of(&k, 2),
-            key: FlowKey::v4(1, 2, 3, 4, 17)
+            key: FlowKey {
+                ttl: 64,
+                ip_len: 46,
+                ..FlowKey::v4(1, 2, 3, 4, 17)
+            }
         }
     );
     assert_eq!(k.classify_frame(&tcp4(1, 2, 3, 4), OUT), Verdict::Allow);
@@ -395,7 +399,11 @@ fn allow_deny_default_and_order() {
         k.classify_frame(&icmp, IN),
         Verdict::Schedule {
             class: class_of(&k, 1),
-            key: FlowKey::v4(1, 2, 0, 0, 1)
+            key: FlowKey {
+                ttl: 64,
+                ip_len: 24,
+                ..FlowKey::v4(1, 2, 0, 0, 1)
+            }
         }
     );
     c.default_action = Action::Allow;
@@ -476,7 +484,7 @@ fn dangling_references_are_errors() {
         (
             Action::Allow,
             Match {
-                dst: AddrMatch::Table(3),
+                dst: AddrMatch::Table(3.into()),
                 ..Match::default()
             },
             "rule 5: table 3",
@@ -689,12 +697,63 @@ mod reference {
         match m {
             AddrMatch::Any => Some(targ),
             AddrMatch::Prefixes(ps) => ps.iter().any(|p| in_prefix(p, key, addr)).then_some(targ),
-            AddrMatch::Table(t) => table_value(&c.tables[t], key, addr).map(Some),
+            AddrMatch::Table(t) => table_value(&c.tables[&t.name], key, addr)
+                .filter(|v| t.value.is_none_or_eq(*v))
+                .map(Some),
         }
     }
 
-    fn ports_ok(rs: &[PortRange], p: u16) -> bool {
-        rs.is_empty() || rs.iter().any(|r| r.lo <= p && p <= r.hi)
+    /// [`addr_ok`] after `not` when `not`: holds when the address is not accepted, and
+    /// leaves the tablearg as it was.
+    fn neg_addr_ok(
+        c: &Config,
+        not: bool,
+        m: &AddrMatch,
+        key: &FlowKey,
+        addr: u128,
+        targ: Option<u32>,
+    ) -> Option<Option<u32>> {
+        let ok = addr_ok(c, m, key, addr, targ);
+        match (not, ok) {
+            (false, ok) => ok,
+            (true, None) => Some(targ),
+            (true, Some(_)) => None,
+        }
+    }
+
+    trait NoneOrEq {
+        fn is_none_or_eq(&self, v: u32) -> bool;
+    }
+
+    impl NoneOrEq for Option<u32> {
+        fn is_none_or_eq(&self, v: u32) -> bool {
+            self.map_or(true, |w| w == v)
+        }
+    }
+
+    fn in_ranges(rs: &[PortRange], v: u16) -> bool {
+        rs.iter().any(|r| r.lo <= v && v <= r.hi)
+    }
+
+    fn option_holds(o: &RuleOption, key: &FlowKey) -> bool {
+        let tcp = key.proto == 6;
+        let holds = match &o.cond {
+            Cond::Family(Family::V4) => !key.v6,
+            Cond::Family(Family::V6) => key.v6,
+            Cond::TcpFlags { set, clear } => {
+                tcp && key.tcp_flags & set == *set && key.tcp_flags & clear == 0
+            }
+            Cond::Established => tcp && key.tcp_flags & (tcp_flag::ACK | tcp_flag::RST) != 0,
+            Cond::IpLen(rs) => in_ranges(rs, key.ip_len),
+            Cond::IpTtl(rs) => in_ranges(rs, u16::from(key.ttl)),
+            Cond::Dscp(set) => set & (1 << (key.tos >> 2)) != 0,
+            Cond::Iface(..) => unreachable!("no interfaces here"),
+        };
+        holds != o.not
+    }
+
+    fn ports_ok(not: bool, rs: &[PortRange], p: u16) -> bool {
+        rs.is_empty() || in_ranges(rs, p) != not
     }
 
     fn target(c: &Config, k: &Classifier, a: Action, targ: Option<u32>, rule: u32) -> Verdict {
@@ -705,6 +764,7 @@ mod reference {
             Action::Pipe(Target::Id(id)) => (ClassOrigin::Pipe(id), id),
             Action::Queue(Target::Tablearg) => (ClassOrigin::Flowset(targ.unwrap()), targ.unwrap()),
             Action::Pipe(Target::Tablearg) => (ClassOrigin::Pipe(targ.unwrap()), targ.unwrap()),
+            Action::Skipto(_) | Action::Count => unreachable!("not a decision"),
         };
         let _ = c;
         match k.class_of(origin) {
@@ -717,22 +777,34 @@ mod reference {
     }
 
     pub fn classify(c: &Config, k: &Classifier, key: &FlowKey, dir: Direction) -> Verdict {
-        for r in &c.rules {
+        let mut i = 0;
+        while let Some(r) = c.rules.get(i) {
+            i += 1;
             let m = &r.matcher;
             if m.direction.is_some_and(|d| d != dir)
                 || m.proto.is_some_and(|p| p != key.proto)
-                || !ports_ok(&m.src_ports, key.src_port)
-                || !ports_ok(&m.dst_ports, key.dst_port)
+                || !ports_ok(m.not.src_ports, &m.src_ports, key.src_port)
+                || !ports_ok(m.not.dst_ports, &m.dst_ports, key.dst_port)
             {
                 continue;
             }
-            let Some(targ) = addr_ok(c, &m.src, key, key.src, None) else {
+            let Some(targ) = neg_addr_ok(c, m.not.src, &m.src, key, key.src, None) else {
                 continue;
             };
-            let Some(targ) = addr_ok(c, &m.dst, key, key.dst, targ) else {
+            let Some(targ) = neg_addr_ok(c, m.not.dst, &m.dst, key, key.dst, targ) else {
                 continue;
             };
-            return with_key(target(c, k, r.action, targ, r.number), key);
+            if !m.options.iter().all(|o| option_holds(o, key)) {
+                continue;
+            }
+            // The first rule numbered `n` or more, past this one.
+            let skip = |n: u32| i.max(c.rules.iter().take_while(|x| x.number < n).count());
+            match r.action {
+                Action::Count => {}
+                Action::Skipto(Target::Id(n)) => i = skip(n),
+                Action::Skipto(Target::Tablearg) => i = skip(targ.unwrap()),
+                a => return with_key(target(c, k, a, targ, r.number), key),
+            }
         }
         match c.default_action {
             Action::Deny => Verdict::Drop(DropCause::NoRuleMatched),
@@ -767,8 +839,31 @@ mod reference {
         prop_oneof![
             3 => Just(AddrMatch::Any),
             2 => prop::collection::vec(prefix(), 1..3).prop_map(AddrMatch::Prefixes),
-            2 => (1u32..3).prop_map(AddrMatch::Table),
+            2 => (1u32..3, prop::option::of(prop_oneof![1u32..4, Just(7u32)])).prop_map(|(t, value)| {
+                AddrMatch::Table(TableRef { name: t.into(), value })
+            }),
         ]
+    }
+
+    fn option() -> impl Strategy<Value = RuleOption> {
+        let ranges = |max: u16| {
+            prop::collection::vec(
+                (0..max, 0u16..4).prop_map(|(lo, w)| PortRange { lo, hi: lo + w }),
+                1..3,
+            )
+        };
+        let cond = prop_oneof![
+            prop_oneof![Just(Family::V4), Just(Family::V6)].prop_map(Cond::Family),
+            (0u8..8, 0u8..8).prop_map(|(a, b)| Cond::TcpFlags {
+                set: a << 1 & !(b << 3),
+                clear: b << 3,
+            }),
+            Just(Cond::Established),
+            ranges(10).prop_map(Cond::IpLen),
+            ranges(4).prop_map(Cond::IpTtl),
+            (0u64..8).prop_map(|m| Cond::Dscp(m << 10 | 1)),
+        ];
+        (any::<bool>(), cond).prop_map(|(not, cond)| RuleOption { not, cond })
     }
 
     fn ports() -> impl Strategy<Value = Vec<PortRange>> {
@@ -786,6 +881,9 @@ mod reference {
             Just(Action::Pipe(Target::Tablearg)),
             Just(Action::Allow),
             Just(Action::Deny),
+            Just(Action::Count),
+            (1u32..120).prop_map(|n| Action::Skipto(Target::Id(n))),
+            Just(Action::Skipto(Target::Tablearg)),
         ];
         let dir = prop_oneof![
             Just(None),
@@ -802,25 +900,50 @@ mod reference {
             addr_match(),
             ports(),
             ports(),
+            any::<[bool; 4]>(),
+            prop::collection::vec(option(), 0..3),
         )
             .prop_map(
-                |(number, action, direction, proto, src, dst, src_ports, dst_ports)| {
+                |(
+                    number,
+                    action,
+                    direction,
+                    proto,
+                    src,
+                    dst,
+                    src_ports,
+                    dst_ports,
+                    not,
+                    options,
+                )| {
                     let mut m = Match {
                         direction,
                         proto,
+                        not: Negations {
+                            src: not[0] && src != AddrMatch::Any,
+                            dst: not[1] && dst != AddrMatch::Any,
+                            src_ports: not[2] && !src_ports.is_empty(),
+                            dst_ports: not[3] && !dst_ports.is_empty(),
+                        },
                         src,
                         dst,
                         src_ports,
                         dst_ports,
+                        prob: None,
+                        options,
                     };
-                    // tablearg needs a table condition.
+                    // tablearg needs a table condition, not negated.
+                    let table = |a: &AddrMatch, not: bool| matches!(a, AddrMatch::Table(_)) && !not;
                     if matches!(
                         action,
-                        Action::Queue(Target::Tablearg) | Action::Pipe(Target::Tablearg)
-                    ) && !matches!(m.src, AddrMatch::Table(_))
-                        && !matches!(m.dst, AddrMatch::Table(_))
+                        Action::Queue(Target::Tablearg)
+                            | Action::Pipe(Target::Tablearg)
+                            | Action::Skipto(Target::Tablearg)
+                    ) && !table(&m.src, m.not.src)
+                        && !table(&m.dst, m.not.dst)
                     {
-                        m.src = AddrMatch::Table(1);
+                        m.src = AddrMatch::Table(1.into());
+                        m.not.src = false;
                     }
                     rule(number, action, m)
                 },
@@ -833,7 +956,10 @@ mod reference {
         prop::collection::vec((prefix(), value), 0..6).prop_map(move |mut e| {
             e.sort_by_key(|x| x.0);
             e.dedup_by_key(|x| x.0);
-            Table { id, entries: e }
+            Table {
+                id: id.into(),
+                entries: e,
+            }
         })
     }
 
@@ -846,13 +972,22 @@ mod reference {
             0u16..10,
             0u16..10,
             0usize..5,
+            (0u8..64, 0u8..16, 0u8..6, 0u16..14),
         )
-            .prop_map(|(v6, s, d, s6, sp, dp, p)| {
+            .prop_map(|(v6, s, d, s6, sp, dp, p, (flags, dscp, ttl, len))| {
                 let proto = if p == 4 { 50 } else { PROTOS[p] };
-                if v6 {
+                let k = if v6 {
                     FlowKey::v6(s6 << 126 | u128::from(s), u128::from(d), sp, dp, proto)
                 } else {
                     FlowKey::v4(s, d, sp, dp, proto)
+                };
+                FlowKey {
+                    // (only TCP has flags; the option must look at the protocol anyway)
+                    tcp_flags: flags,
+                    tos: (dscp + 8) << 2,
+                    ttl,
+                    ip_len: len,
+                    ..k
                 }
             })
     }
@@ -883,8 +1018,8 @@ mod reference {
                 max_instances: 1,
                 idle_ns: 1,
             });
-            c.tables.insert(1, t1);
-            c.tables.insert(2, t2);
+            c.tables.insert(1.into(), t1);
+            c.tables.insert(2.into(), t2);
             c.default_action = default;
             let k = Classifier::new(&c).unwrap();
             let one = Classifier::new_one_class(&c).unwrap();

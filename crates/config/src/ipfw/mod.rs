@@ -1,7 +1,9 @@
 //! The ipfw/dnctl front end: the command syntax of FreeBSD's ipfw(8) and dnctl(8) as the
-//! dummynet slides use it (`sched 4 config type qfq bw 4Mbit/s`), read by [`parser`] and
-//! written back by [`print`] (the `Display` of [`crate::Config`]).
+//! dummynet slides use it (`sched 4 config type qfq bw 4Mbit/s`), read by [`parser`] (its
+//! rule language by [`rule`]) and written back by [`print`] (the `Display` of
+//! [`crate::Config`]).
 
 pub mod lexer;
 pub mod parser;
 pub mod print;
+pub mod rule;
