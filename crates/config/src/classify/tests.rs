@@ -1032,3 +1032,176 @@ mod reference {
         }
     }
 }
+
+/// A classifier of an ipfw-syntax configuration with flowsets 1..=4 on one scheduler.
+fn rules_of(rules: &str, interfaces: Option<&Interfaces>) -> Classifier {
+    let text = format!(
+        "sched 1 config type fifo\n\
+         queue 1 config sched 1\nqueue 2 config sched 1\nqueue 3 config sched 1\n\
+         queue 4 config sched 1\n{rules}\ndefault allow\n"
+    );
+    let c = crate::parse_ipfw(&text, "t").unwrap_or_else(|e| panic!("{e}"));
+    match interfaces {
+        Some(i) => Classifier::with_interfaces(&c, i).unwrap(),
+        None => Classifier::new(&c).unwrap(),
+    }
+}
+
+/// The flowset a frame goes to, 0 for allowed.
+fn flowset_of(k: &Classifier, frame: &[u8], dir: Direction) -> u32 {
+    match k.classify_frame(frame, dir) {
+        Verdict::Schedule { class, .. } => match k.classes()[class as usize].origin {
+            ClassOrigin::Flowset(f) => f,
+            o => panic!("{o:?}"),
+        },
+        Verdict::Allow => 0,
+        v => panic!("{v:?}"),
+    }
+}
+
+/// A TCP frame with `flags`, `tos` and `extra` payload bytes.
+fn tcp_frame(flags: u8, tos: u8, extra: usize) -> Vec<u8> {
+    let mut t = super::packet::build::tcp(1000, 80);
+    t[13] = flags;
+    t.extend(std::iter::repeat(0).take(extra));
+    let mut f = eth(&[], 0x0800);
+    f.extend(super::packet::build::ipv4(
+        0x0a00_0001,
+        0x0a00_0002,
+        6,
+        0,
+        &[],
+        &t,
+    ));
+    f[15] = tos;
+    f
+}
+
+#[test]
+fn tcp_flags_lengths_and_dscp_match_real_frames() {
+    let k = rules_of(
+        "add 100 queue 1 tcp from any to any setup\n\
+         add 200 queue 2 tcp from any to any tcpflags fin,!ack\n\
+         add 300 queue 3 ip from any to any dscp ef iplen 1-100\n\
+         add 400 queue 4 tcp from any to any established not iplen 1-100",
+        None,
+    );
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    const FIN: u8 = 0x01;
+    assert_eq!(flowset_of(&k, &tcp_frame(SYN, 0, 0), OUT), 1);
+    assert_eq!(flowset_of(&k, &tcp_frame(SYN | ACK, 0, 0), OUT), 0);
+    assert_eq!(flowset_of(&k, &tcp_frame(FIN, 0, 0), OUT), 2);
+    // DSCP ef is 46 << 2 = 0xb8; 40 bytes long, inside 1-100.
+    assert_eq!(flowset_of(&k, &tcp_frame(ACK, 0xb8, 0), OUT), 3);
+    assert_eq!(flowset_of(&k, &tcp_frame(ACK, 0xb8, 100), OUT), 4);
+    assert_eq!(flowset_of(&k, &tcp_frame(ACK, 0, 0), OUT), 0);
+    // UDP carries no TCP flags: `established` never holds, whatever its bytes.
+    let mut u = udp4(1, 2, 3, 4);
+    u[14 + 20 + 13] = ACK;
+    assert_eq!(flowset_of(&k, &u, OUT), 0);
+}
+
+#[test]
+fn negation_families_skipto_and_count() {
+    let k = rules_of(
+        "add 100 count ip from any to any\n\
+         add 200 skipto 1000 ip from not 10.0.0.0/8 to any\n\
+         add 300 queue 1 ip6 from any to any not 53\n\
+         add 400 queue 2 udp from any to any\n\
+         add 1000 queue 3 ip4 from any to any\n\
+         add 1100 queue 4 ip from any to any",
+        None,
+    );
+    // 10/8 sources are not skipped: IPv4 UDP -> rule 400.
+    assert_eq!(flowset_of(&k, &udp4(0x0a00_0001, 2, 3, 4), OUT), 2);
+    // others skip to 1000 (IPv4) ...
+    assert_eq!(flowset_of(&k, &udp4(0xc0a8_0001, 2, 3, 4), OUT), 3);
+    // ... or past it (IPv6 is not `ip4`): rule 1100.
+    assert_eq!(flowset_of(&k, &udp6(1, 2, 3, 4), OUT), 4);
+    // not skipped? An IPv6 source is never in 10/8: skipped too.
+    assert_eq!(flowset_of(&k, &udp6(1, 2, 3, 53), OUT), 4);
+    let k = rules_of(
+        "add 100 queue 1 ip6 from any to any not 53\nadd 200 queue 2 ip from any to any",
+        None,
+    );
+    assert_eq!(flowset_of(&k, &udp6(1, 2, 3, 4), OUT), 1);
+    assert_eq!(flowset_of(&k, &udp6(1, 2, 3, 53), OUT), 2);
+    assert_eq!(flowset_of(&k, &udp4(1, 2, 3, 4), OUT), 2);
+}
+
+#[test]
+fn skipto_tablearg_jumps_by_the_table_value() {
+    let k = rules_of(
+        "table T add 10.0.0.0/8 300\ntable T add 10.1.0.0/16 50\n\
+         add 100 skipto tablearg ip from table(T) to any\n\
+         add 200 queue 1 ip from any to any\n\
+         add 300 queue 2 ip from any to any",
+        None,
+    );
+    assert_eq!(flowset_of(&k, &udp4(0x0a00_0001, 2, 3, 4), OUT), 2);
+    // a value at or below the rule's own number goes on with the next rule
+    assert_eq!(flowset_of(&k, &udp4(0x0a01_0001, 2, 3, 4), OUT), 1);
+    assert_eq!(flowset_of(&k, &udp4(0x0b00_0001, 2, 3, 4), OUT), 1);
+}
+
+#[test]
+fn prob_draws_from_the_callers_generator() {
+    let k = rules_of(
+        "add 100 prob 0.25 queue 1 ip from any to any\nadd 200 queue 2 ip from any to any",
+        None,
+    );
+    let f = udp4(1, 2, 3, 4);
+    let run = |seed| {
+        let mut rng = Rng::new(seed);
+        (0..10_000)
+            .map(|_| match k.classify_frame_with(&f, OUT, &mut rng) {
+                Verdict::Schedule { class, .. } => class,
+                v => panic!("{v:?}"),
+            })
+            .collect::<Vec<u32>>()
+    };
+    let a = run(7);
+    assert_eq!(a, run(7), "same seed, same decisions");
+    let ones = a.iter().filter(|c| **c == class_of(&k, 1)).count();
+    assert!((2200..2800).contains(&ones), "{ones} of 10000 at 0.25");
+}
+
+#[test]
+fn interfaces_are_decided_per_direction_when_built() {
+    let rules = "add 100 queue 1 ip from any to any out xmit igb0 recv igb1\n\
+                 add 200 queue 2 ip from any to any in via igb1\n\
+                 add 300 queue 3 ip from any to any via igb*\n\
+                 add 400 queue 4 ip from any to any not via any";
+    let f = udp4(1, 2, 3, 4);
+    let k = rules_of(rules, Some(&Interfaces::between("igb1", "igb0")));
+    assert_eq!(flowset_of(&k, &f, OUT), 1);
+    assert_eq!(flowset_of(&k, &f, IN), 2);
+    let k = rules_of(rules, Some(&Interfaces::between("em1", "igb7")));
+    assert_eq!(flowset_of(&k, &f, OUT), 3);
+    assert_eq!(
+        flowset_of(&k, &f, IN),
+        0,
+        "in: via is em1, which `igb*` is not"
+    );
+    // Non-IP frames see interface conditions too (rule 400 never holds: all have one).
+    let mut arp = eth(&[], 0x0806);
+    arp.extend_from_slice(&[0; 28]);
+    let k = rules_of(rules, Some(&Interfaces::between("igb1", "igb0")));
+    assert_eq!(flowset_of(&k, &arp, OUT), 1);
+    // Without interfaces a rule naming one is refused, naming it.
+    let text = format!("sched 1 config type fifo\nqueue 1 config sched 1\n{rules}\n");
+    let c = crate::parse_ipfw(
+        &text
+            .replace("queue 2", "queue 1")
+            .replace("queue 3", "queue 1")
+            .replace("queue 4", "queue 1"),
+        "t",
+    )
+    .unwrap();
+    let e = Classifier::new(&c).unwrap_err().to_string();
+    assert!(
+        e.contains("rule 100: `xmit igb0` matches an interface") && e.contains("pspat shape"),
+        "{e}"
+    );
+}

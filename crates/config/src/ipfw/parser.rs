@@ -39,11 +39,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use pspat_sched::{MAX_PACKET_LEN, MAX_WEIGHT};
 
 use super::lexer::{lex_line, Kind, Token};
-use super::rule;
 pub use super::rule::{
     action_str, addr_str, neg_addr_str, neg_ports_str, options_str, parse_prefix, port_range,
     ports_str, prob_str, protocol_str, PROTOCOLS,
 };
+use super::{rule, stream};
 use crate::error::{cut, unit_error, ConfigError};
 use crate::model::*;
 use crate::resolve::{Draft, Loc, Located, MAX_ID};
@@ -269,10 +269,10 @@ fn command(c: &mut Cursor<'_, '_>, d: &mut Draft, last_rule: &mut u32) -> R<()> 
             let item = pipe_config(c, id)?;
             d.pipes.push(Located { item, at: Some(at) });
         }
-        "add" => rule::add(c, d, at, last_rule)?,
-        "flush" => rule::flush(c, d, last_rule)?,
-        "delete" => rule::delete(c, d, last_rule)?,
-        "table" => rule::table(c, d, at)?,
+        "add" => stream::add(c, d, at, last_rule)?,
+        "flush" => stream::flush(c, d, last_rule)?,
+        "delete" => stream::delete(c, d, last_rule)?,
+        "table" => stream::table(c, d, at)?,
         "default" => {
             let a = rule::action(c)?;
             c.end()?;

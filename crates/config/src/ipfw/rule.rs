@@ -56,10 +56,12 @@
 //! `me`.
 
 use super::lexer::{Kind, Token};
+use super::names::refused;
+pub use super::names::{DSCP_NAMES, PROTOCOLS, RULE_REFUSED, SERVICES};
 use super::parser::{phrase, Cursor, R};
 use crate::error::cut;
 use crate::model::*;
-use crate::resolve::{next_rule_number, Draft, Loc, Located, TableCmd, MAX_RULE};
+use crate::resolve::{next_rule_number, MAX_RULE};
 use std::net::IpAddr;
 
 /// Every keyword of the rule language (the `pspat` crate checks that `examples/config/`
@@ -119,306 +121,6 @@ pub const RULE_KEYWORDS: &[&str] = &[
     "flush",
     "destroy",
 ];
-
-/// Words of ipfw's rule language pspat refuses, each with why.
-pub const RULE_REFUSED: &[(&str, &str)] = &[
-    ("me", ME),
-    ("me6", ME),
-    ("set", "rule sets (`set N`) enable, disable and swap groups of rules at run time; pspat reads the whole file at once (edit it: a running `pspat shape` reloads it)"),
-    ("log", "`log` writes matched packets to ipfw's log; pspat keeps no packet log (its counters are per class and per drop reason)"),
-    ("logamount", "`log` writes matched packets to ipfw's log; pspat keeps no packet log (its counters are per class and per drop reason)"),
-    ("keep-state", STATEFUL),
-    ("record-state", STATEFUL),
-    ("check-state", STATEFUL),
-    ("limit", STATEFUL),
-    ("set-limit", STATEFUL),
-    ("layer2", "`layer2` rules run on ipfw's Ethernet pass (bridges, ether_demux), which pspat does not have: its rules see IP packets"),
-    ("mac", "`mac` matches on ipfw's Ethernet pass, which pspat does not have: its rules see IP packets"),
-    ("mac-type", "`mac-type` matches on ipfw's Ethernet pass, which pspat does not have: its rules see IP packets (non-IP frames go where the first rule without IP conditions sends them)"),
-    ("fwd", "`fwd` changes the next hop: pspat forwards between its two interfaces and routes nothing"),
-    ("forward", "`forward` changes the next hop: pspat forwards between its two interfaces and routes nothing"),
-    ("nat", "`nat` rewrites addresses; pspat never changes a packet"),
-    ("divert", "`divert` hands packets to a userland socket; pspat is itself the userland program"),
-    ("tee", "`tee` copies packets to a userland socket; pspat is itself the userland program"),
-    ("call", "`call`/`return` are ipfw's rule subroutines; use `skipto`"),
-    ("return", "`call`/`return` are ipfw's rule subroutines; use `skipto`"),
-    ("unreach", "`unreach` answers with an ICMP error; a shaper sends no packets of its own (use `deny`)"),
-    ("unreach6", "`unreach6` answers with an ICMPv6 error; a shaper sends no packets of its own (use `deny`)"),
-    ("reset", "`reset` answers with a TCP RST; a shaper sends no packets of its own (use `deny`)"),
-    ("reset6", "`reset6` answers with a TCP RST; a shaper sends no packets of its own (use `deny`)"),
-    ("setfib", "`setfib` picks a routing table; pspat routes nothing"),
-    ("setdscp", "`setdscp` rewrites the DSCP; pspat never changes a packet"),
-    ("tag", "`tag` marks packets for later rules; pspat has no packet tags"),
-    ("untag", "`untag` clears packet tags; pspat has no packet tags"),
-    ("tagged", "`tagged` matches packet tags; pspat has no packet tags"),
-    ("altq", "`altq` hands packets to ALTQ, another shaper"),
-    ("netgraph", "`netgraph` hands packets to a netgraph node; pspat has none"),
-    ("ngtee", "`ngtee` copies packets to a netgraph node; pspat has none"),
-    ("reass", "`reass` reassembles IP fragments; pspat classifies each fragment as it comes"),
-    ("iptos", "`iptos` (the old precedence and TOS bits) is not matched; match the DSCP with `dscp`"),
-];
-
-const ME: &str = "`me` is the firewall host's own addresses: a bump in the wire has none (pspat forwards between two interfaces and owns no address); write the addresses";
-const STATEFUL: &str = "stateful rules (`keep-state`, `check-state`, `limit`) create dynamic rules per connection; pspat's rules are stateless: match each direction with its own rule";
-
-/// Protocol names (those of /etc/protocols real configurations use), with their numbers;
-/// printing uses the first name of a number.
-pub const PROTOCOLS: &[(&str, u8)] = &[
-    ("icmp", 1),
-    ("igmp", 2),
-    ("ggp", 3),
-    ("ipencap", 4),
-    ("ipip", 4),
-    ("tcp", 6),
-    ("egp", 8),
-    ("udp", 17),
-    ("dccp", 33),
-    ("ipv6", 41),
-    ("ipv6-route", 43),
-    ("ipv6-frag", 44),
-    ("rsvp", 46),
-    ("gre", 47),
-    ("esp", 50),
-    ("ah", 51),
-    ("icmp6", 58),
-    ("ipv6-icmp", 58),
-    ("ipv6-nonxt", 59),
-    ("ipv6-opts", 60),
-    ("ospf", 89),
-    ("etherip", 97),
-    ("pim", 103),
-    ("ipcomp", 108),
-    ("vrrp", 112),
-    ("carp", 112),
-    ("l2tp", 115),
-    ("sctp", 132),
-    ("udplite", 136),
-    ("pfsync", 240),
-];
-
-/// Service names of /etc/services real configurations use, with their ports (TCP and
-/// UDP share them).
-pub const SERVICES: &[(&str, u16)] = &[
-    ("ftp-data", 20),
-    ("ftp", 21),
-    ("ssh", 22),
-    ("telnet", 23),
-    ("smtp", 25),
-    ("domain", 53),
-    ("bootps", 67),
-    ("bootpc", 68),
-    ("tftp", 69),
-    ("http", 80),
-    ("www", 80),
-    ("kerberos", 88),
-    ("pop3", 110),
-    ("sunrpc", 111),
-    ("auth", 113),
-    ("nntp", 119),
-    ("ntp", 123),
-    ("netbios-ns", 137),
-    ("netbios-dgm", 138),
-    ("netbios-ssn", 139),
-    ("imap", 143),
-    ("snmp", 161),
-    ("snmptrap", 162),
-    ("bgp", 179),
-    ("ldap", 389),
-    ("https", 443),
-    ("microsoft-ds", 445),
-    ("isakmp", 500),
-    ("syslog", 514),
-    ("submission", 587),
-    ("ldaps", 636),
-    ("imaps", 993),
-    ("pop3s", 995),
-    ("openvpn", 1194),
-    ("l2f", 1701),
-    ("pptp", 1723),
-    ("radius", 1812),
-    ("radius-acct", 1813),
-    ("nfsd", 2049),
-    ("mysql", 3306),
-    ("ms-wbt-server", 3389),
-    ("sip", 5060),
-    ("xmpp-client", 5222),
-    ("postgresql", 5432),
-    ("http-alt", 8080),
-];
-
-/// DSCP names (RFC 2474, 2597, 3246) as ipfw writes them, with their code points.
-pub const DSCP_NAMES: &[(&str, u8)] = &[
-    ("be", 0),
-    ("cs0", 0),
-    ("cs1", 8),
-    ("af11", 10),
-    ("af12", 12),
-    ("af13", 14),
-    ("cs2", 16),
-    ("af21", 18),
-    ("af22", 20),
-    ("af23", 22),
-    ("cs3", 24),
-    ("af31", 26),
-    ("af32", 28),
-    ("af33", 30),
-    ("cs4", 32),
-    ("af41", 34),
-    ("af42", 36),
-    ("af43", 38),
-    ("cs5", 40),
-    ("ef", 46),
-    ("cs6", 48),
-    ("cs7", 56),
-];
-
-/// The refusal of `word`, if ipfw's rule language has it and pspat does not.
-fn refused(word: &str) -> Option<&'static str> {
-    RULE_REFUSED
-        .iter()
-        .find(|(w, _)| w.eq_ignore_ascii_case(word))
-        .map(|(_, why)| *why)
-}
-
-/// `add ...`: a rule, numbered after the highest so far when it has no number.
-pub(super) fn add(c: &mut Cursor<'_, '_>, d: &mut Draft, at: Loc, last: &mut u32) -> R<()> {
-    let item = rule(c, *last)?;
-    *last = (*last).max(item.number);
-    d.rules.push(Located { item, at: Some(at) });
-    Ok(())
-}
-
-/// The highest rule number in `d` (0 for none): where autonumbering goes on from.
-fn highest(d: &Draft) -> u32 {
-    d.rules.iter().map(|r| r.item.number).max().unwrap_or(0)
-}
-
-/// `flush`: deletes every rule so far.
-pub(super) fn flush(c: &mut Cursor<'_, '_>, d: &mut Draft, last: &mut u32) -> R<()> {
-    c.end()?;
-    d.rules.clear();
-    *last = 0;
-    Ok(())
-}
-
-/// `delete N|LO-HI...`: deletes the rules so far with those numbers; a number that
-/// names no rule is an error, as in ipfw.
-pub(super) fn delete(c: &mut Cursor<'_, '_>, d: &mut Draft, last: &mut u32) -> R<()> {
-    if c.peek_is("set") {
-        return Err(c.err(refused("set").unwrap_or_default()));
-    }
-    let mut any = false;
-    while let Some(t) = c.peek() {
-        let r = c.with("a rule number or range (100, 100-200)", |s| {
-            let r = value_range(s, MAX_RULE as u16, "a rule number")?;
-            if r.lo == 0 {
-                return Err(format!("rule numbers are 1..={MAX_RULE}"));
-            }
-            Ok(r)
-        })?;
-        let before = d.rules.len();
-        let (lo, hi) = (u32::from(r.lo), u32::from(r.hi));
-        d.rules.retain(|x| !(lo..=hi).contains(&x.item.number));
-        if d.rules.len() == before {
-            return Err(c.err_at(t, format!("no rule numbered {} to delete", t.text)));
-        }
-        any = true;
-    }
-    if !any {
-        return Err(c.err("expected a rule number to delete"));
-    }
-    *last = highest(d);
-    Ok(())
-}
-
-/// A table name, as `table NAME ...` and `table(NAME)` write it.
-fn table_name(text: &str) -> Result<TableName, String> {
-    TableName::new(text)
-}
-
-/// `table T ...`: creates a table, adds or deletes an entry, empties or destroys it.
-pub(super) fn table(c: &mut Cursor<'_, '_>, d: &mut Draft, at: Loc) -> R<()> {
-    let table = c.with("a table name or number", table_name)?;
-    const OPS: &str = "expected `create`, `add`, `delete`, `flush` or `destroy`";
-    let op = c.word(&OPS["expected ".len()..])?;
-    let exists = |d: &Draft, t: &TableName| d.tables.iter().any(|x| x.item.table == *t);
-    match op.text.to_ascii_lowercase().as_str() {
-        "create" => {
-            while let Some(t) = c.peek() {
-                c.pos += 1;
-                match t.text.to_ascii_lowercase().as_str() {
-                    "type" => {
-                        let ty = c.word("a table type")?;
-                        if !ty.text.eq_ignore_ascii_case("addr") {
-                            return Err(c.err_at(
-                                ty,
-                                "only `type addr` tables: pspat's tables map address \
-                                 prefixes to numbers",
-                            ));
-                        }
-                    }
-                    _ => {
-                        return Err(c.err_at(
-                            t,
-                            "expected `type addr` (the only table option pspat has: its \
-                             tables map address prefixes to numbers)",
-                        ))
-                    }
-                }
-            }
-            d.tables.push(Located {
-                item: TableCmd { table, entry: None },
-                at: Some(at),
-            });
-        }
-        "add" => {
-            let p = c.with("a prefix (1.2.3.0/24, 2001:db8::/32) or host", parse_prefix)?;
-            let v = if c.peek().is_some() {
-                c.number("a table value", 0, u32::MAX.into())? as u32
-            } else {
-                0
-            };
-            c.end()?;
-            d.tables.push(Located {
-                item: TableCmd {
-                    table,
-                    entry: Some((p, v)),
-                },
-                at: Some(at),
-            });
-        }
-        "delete" => {
-            let t = c.peek();
-            let p = c.with("a prefix (1.2.3.0/24, 2001:db8::/32) or host", parse_prefix)?;
-            c.end()?;
-            let before = d.tables.len();
-            d.tables
-                .retain(|x| !(x.item.table == table && x.item.entry.is_some_and(|e| e.0 == p)));
-            if d.tables.len() == before {
-                let t = t.expect("a prefix was read");
-                return Err(c.err_at(t, format!("table {table} has no entry {}", t.text)));
-            }
-        }
-        "flush" | "destroy" => {
-            c.end()?;
-            if !exists(d, &table) {
-                return Err(c.err_at(op, format!("table {table} does not exist")));
-            }
-            let destroy = op.text.eq_ignore_ascii_case("destroy");
-            d.tables
-                .retain(|x| x.item.table != table || (!destroy && x.item.entry.is_none()));
-            if !destroy && !exists(d, &table) {
-                // Emptied of entries: the table itself stays.
-                d.tables.push(Located {
-                    item: TableCmd { table, entry: None },
-                    at: Some(at),
-                });
-            }
-        }
-        _ => return Err(c.err_at(op, OPS)),
-    }
-    Ok(())
-}
 
 /// An action.
 pub(super) fn action(c: &mut Cursor<'_, '_>) -> R<Action> {
@@ -535,12 +237,12 @@ fn table_ref(c: &mut Cursor<'_, '_>) -> Option<R<TableRef>> {
     c.pos += 1;
     let bad = |c: &Cursor<'_, '_>, t: Token<'_>, m: String| Err(c.err_at(t, m));
     if let Some(name) = inner.strip_suffix(')') {
-        return Some(match table_name(name) {
+        return Some(match TableName::new(name) {
             Ok(name) => Ok(TableRef { name, value: None }),
             Err(m) => bad(c, t, m),
         });
     }
-    let name = match table_name(&inner) {
+    let name = match TableName::new(&inner) {
         Ok(n) => n,
         Err(m) => return Some(bad(c, t, m)),
     };
@@ -624,7 +326,7 @@ fn addr(c: &mut Cursor<'_, '_>) -> R<AddrMatch> {
 }
 
 /// An inclusive range of numbers up to `max` (`80`, `1000-2000`); `what` names a value.
-fn value_range(text: &str, max: u16, what: &str) -> Result<PortRange, String> {
+pub(super) fn value_range(text: &str, max: u16, what: &str) -> Result<PortRange, String> {
     let p = |s: &str| {
         s.parse::<u16>()
             .ok()
@@ -829,7 +531,7 @@ struct Conds {
     options: Vec<RuleOption>,
 }
 
-fn rule(c: &mut Cursor<'_, '_>, highest: u32) -> R<Rule> {
+pub(super) fn rule(c: &mut Cursor<'_, '_>, highest: u32) -> R<Rule> {
     let number = if c
         .peek()
         .is_some_and(|t| t.text.starts_with(|ch: char| ch.is_ascii_digit()))
@@ -1144,12 +846,15 @@ mod tests {
     use crate::error::ConfigError;
     use crate::ipfw::parser::parse;
 
-    /// Every string literal a `match` arm of this file tests is a listed keyword or
-    /// refused word, and every keyword is read here.
+    /// Every string literal a `match` arm of this file and `stream.rs` tests is a listed
+    /// keyword or refused word, and every keyword is read there.
     #[test]
     fn keywords_list_every_word_the_rule_parser_matches() {
-        let src = include_str!("rule.rs");
-        let src = &src[..src.find("#[cfg(test)]").unwrap()];
+        let files = [include_str!("rule.rs"), include_str!("stream.rs")];
+        let src: String = files
+            .iter()
+            .map(|f| &f[..f.find("#[cfg(test)]").unwrap()])
+            .collect();
         let mut found = Vec::new();
         for line in src.lines() {
             let Some((arm, _)) = line.split_once("=>") else {
@@ -1356,57 +1061,5 @@ mod tests {
         );
         assert!(err("add 1 allow ip from any to all").contains("'all' is not an address"));
         assert!(err("add 1 allow ip from any to any via table(1)").contains("matched by name"));
-    }
-
-    #[test]
-    fn the_rule_stream_applies_commands_in_order() {
-        let d = parse(
-            "add 100 allow ip from any to any\n\
-             add 200 deny ip from any to any\n\
-             add 300 count ip from any to any\n\
-             delete 100 250-400\n\
-             add allow ip from any to any\n\
-             flush\n\
-             add deny ip from any to any\n\
-             table T1 create type addr\n\
-             table T1 add 10.0.0.0/8 3\n\
-             table T1 add 10.1.0.0/16\n\
-             table T1 delete 10.1.0.0/16\n\
-             table 2 add 1.2.3.4\n\
-             table 2 flush\n\
-             table 3 add 1.2.3.4\n\
-             table 3 destroy\n",
-            "t",
-        )
-        .unwrap();
-        let rules: Vec<(u32, Action)> = d
-            .rules
-            .iter()
-            .map(|r| (r.item.number, r.item.action))
-            .collect();
-        assert_eq!(rules, vec![(100, Action::Deny)]);
-        let tables: Vec<(String, Option<u32>)> = d
-            .tables
-            .iter()
-            .map(|t| (t.item.table.to_string(), t.item.entry.map(|e| e.1)))
-            .collect();
-        assert_eq!(
-            tables,
-            vec![
-                ("T1".into(), None),
-                ("T1".into(), Some(3)),
-                ("2".into(), None)
-            ]
-        );
-        assert_eq!(
-            err("delete 7"),
-            "t:1:8: no rule numbered 7 to delete (at `7`)"
-        );
-        assert_eq!(
-            err("table 9 flush"),
-            "t:1:9: table 9 does not exist (at `flush`)"
-        );
-        assert!(err("table 1 add 1.2.3.4\ntable 1 delete 1.2.3.5").contains("has no entry 1.2.3.5"));
-        assert!(err("table 1 create type iface").contains("only `type addr`"));
     }
 }
