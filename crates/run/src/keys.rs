@@ -205,6 +205,8 @@ impl KeyGen {
             dst_port: dport,
             proto: a.proto,
             v6: self.v6,
+            // A drawn packet has no header fields beside the 5-tuple.
+            ..FlowKey::default()
         }
     }
 }
