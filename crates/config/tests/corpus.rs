@@ -21,8 +21,14 @@ const ACCEPTED: &[&str] = &[
 /// Rule-stream lines of the corpus pspat refuses, by file and the feature named in the
 /// refusal: ipfw has these and pspat does not (or, for `to all`, neither has it).
 const RULE_LINES_REFUSED: &[(&str, &str)] = &[
-    ("16-dummynet-txt-sched-flow-masks.ipfw", "'all' is not an address"),
-    ("17-rizzo-bsdcon01-wfq.ipfw", "`me` is the firewall host's own addresses"),
+    (
+        "16-dummynet-txt-sched-flow-masks.ipfw",
+        "'all' is not an address",
+    ),
+    (
+        "17-rizzo-bsdcon01-wfq.ipfw",
+        "`me` is the firewall host's own addresses",
+    ),
 ];
 
 fn corpus() -> Vec<PathBuf> {

@@ -424,14 +424,13 @@ impl Classifier {
     }
 }
 
+/// A rule's options compiled to read the key, each with whether it is negated.
+type COpts = Box<[(bool, COpt)]>;
+
 /// A rule's families (`FAM_*` bits), options compiled to read the key, and directions
 /// (`DIR_*` bits): its direction condition with the directions its interface conditions
 /// fail in taken out.
-fn options(
-    what: &str,
-    m: &Match,
-    interfaces: &Interfaces,
-) -> Result<(u8, Box<[(bool, COpt)]>, u8), ConfigError> {
+fn options(what: &str, m: &Match, interfaces: &Interfaces) -> Result<(u8, COpts, u8), ConfigError> {
     let mut families = FAM_V4 | FAM_V6;
     let mut dirs = match m.direction {
         None => DIR_IN | DIR_OUT,
