@@ -2,6 +2,7 @@
 //! sweep file (the papers' reproductions under `scenarios/`) or flags.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -13,12 +14,16 @@ use pspat_sim::{plot, Scenario};
     long_about = "Simulates flows feeding a scheduler that drains into a virtual link of a given \
 rate, through a FIFO transmit queue of --txq packets, and reports per flow and per group: \
 throughput and share against the weight share, delay percentiles, burst completion times, \
-T-WFI and B-WFI against the exact fluid GPS system, Jain's index.\n\n\
+T-WFI and B-WFI against the exact fluid GPS system, Jain's index. The link can emulate a \
+dummynet pipe's --delay and --plr (`pipe 1 config bw 10Mbit/s delay 50ms plr 0.01`): the \
+delays then run from arrival to delivery; T-WFI, B-WFI and the GPS metrics stay on the \
+wire's release times.\n\n\
 FILE is a scenario (see crates/sim/src/scenario.rs) or a sweep (a file with `algs = [...]`, \
 see crates/sim/src/sweep.rs: the reproductions of the papers under scenarios/). Without FILE, \
 the scenario comes from the flags: --alg, --rate, --txq and one --flow per group, an inline \
 TOML table.",
     after_help = "Examples:\n  pspat sim scenarios/scrr-fig2.toml\n  pspat sim scenarios/mix.toml --alg drr --plots out/\n  \
+pspat sim examples/sim/dummynet-emulation.toml --plr 0.05 --delay 20ms\n  \
 pspat sim --alg qfq --rate 1e9 --packets 100000 \\\n    --flow 'name=\"heavy\", weight=3, size={kind=\"fixed\",len=1500}, arrival={kind=\"backlogged\"}' \\\n    \
 --flow 'name=\"voip\", count=10, size={kind=\"fixed\",len=200}, arrival={kind=\"cbr\",rate_bps=64e3}'"
 )]
@@ -33,6 +38,16 @@ pub struct SimArgs {
     /// default to 1G).
     #[arg(long, value_name = "BPS", value_parser = pspat_units::parse_bandwidth)]
     rate: Option<u64>,
+    /// Emulated link delay (dummynet's pipe `delay`, below 10s): each packet is delivered
+    /// this long after the wire releases it (50ms, 1.5s; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", value_parser = pspat_units::parse_duration)]
+    delay: Option<Duration>,
+    /// Emulated random loss (dummynet's pipe `plr`): the probability, 0..=1, that an
+    /// arriving packet is lost before its queue.
+    // Negative numbers are read, so that `--plr -0.1` is refused as a probability rather
+    // than taken for a flag `-0`.
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    plr: Option<f64>,
     /// Transmit queue, packets.
     #[arg(long, value_name = "PKTS")]
     txq: Option<u32>,
@@ -75,17 +90,7 @@ pub fn main(a: SimArgs) -> Result<()> {
             return sweep(&a, path, &text);
         }
     }
-    let mut sc = scenario(&a)?;
-    if let Some(t) = a.txq {
-        sc.txq = t;
-    }
-    if let Some(s) = a.seed {
-        sc.seed = s;
-    }
-    if a.no_wfi {
-        sc.wfi = false;
-    }
-    sc.validate()?;
+    let sc = scenario(&a)?;
     let mut report = pspat_sim::run(&sc)?;
     if let Some(dir) = &a.csv {
         std::fs::create_dir_all(dir).with_context(|| format!("creating '{}'", dir.display()))?;
@@ -120,8 +125,30 @@ fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing '{}'", path.display()))
 }
 
-/// The scenario of the file or of the flags.
+/// The scenario of the file or of the flags, with the flags' overrides, validated.
 fn scenario(a: &SimArgs) -> Result<Scenario> {
+    let mut sc = base_scenario(a)?;
+    if let Some(t) = a.txq {
+        sc.txq = t;
+    }
+    if let Some(d) = a.delay {
+        sc.delay = d;
+    }
+    if let Some(p) = a.plr {
+        sc.plr = p;
+    }
+    if let Some(s) = a.seed {
+        sc.seed = s;
+    }
+    if a.no_wfi {
+        sc.wfi = false;
+    }
+    sc.validate()?;
+    Ok(sc)
+}
+
+/// The scenario of the file or of the flags.
+fn base_scenario(a: &SimArgs) -> Result<Scenario> {
     if let Some(path) = &a.file {
         if !a.flows.is_empty() {
             bail!(crate::Usage("--flow is for scenarios without FILE".into()));
@@ -201,5 +228,56 @@ fn sweep(a: &SimArgs, path: &Path, text: &str) -> Result<()> {
         }
         s.push_str(&format!("wall {:.1}s", report.wall_s));
         crate::emit(&s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    const FLOW: &str = r#"name="a", size={kind="fixed",len=1500}, arrival={kind="backlogged"}"#;
+
+    fn from_flags(flags: &[&str]) -> Result<Scenario> {
+        let cli = Cli::try_parse_from(["sim", "--flow", FLOW].iter().chain(flags))?;
+        scenario(&cli.sim)
+    }
+
+    #[test]
+    fn sim_link_emulation_flags_reach_the_scenario() {
+        let sc = from_flags(&["--rate", "10Mbit/s", "--delay", "50ms", "--plr", "0.01"]).unwrap();
+        assert_eq!(
+            (sc.rate_bps, sc.delay, sc.plr),
+            (10e6, Duration::from_millis(50), 0.01)
+        );
+        let sc = from_flags(&[]).unwrap();
+        assert_eq!((sc.delay, sc.plr), (Duration::ZERO, 0.0));
+        // over a file's keys too
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/sim/dummynet-emulation.toml"
+        );
+        let cli = Cli::try_parse_from(["sim", file, "--delay", "20ms", "--plr", "0"]).unwrap();
+        let sc = scenario(&cli.sim).unwrap();
+        assert_eq!((sc.delay, sc.plr), (Duration::from_millis(20), 0.0));
+    }
+
+    #[test]
+    fn sim_link_emulation_flags_refuse_bad_values_by_name() {
+        for (flags, want) in [
+            (["--plr", "1.5"], "plr 1.5 is not a probability"),
+            (["--plr", "-0.1"], "plr -0.1 is not a probability"),
+            (["--delay", "10s"], "delay 10s is not below 10s"),
+            (["--delay", "5 parsecs"], "--delay"),
+        ] {
+            let e = format!("{:#}", from_flags(&flags).unwrap_err());
+            assert!(e.contains(want), "{flags:?}: {e}");
+        }
     }
 }

@@ -4,14 +4,22 @@
 //! It follows dummynet's user view (see the dummynet scheduling slides, "Packet scheduling
 //! in Dummynet - User view"):
 //!
-//! - a **scheduler** ([`SchedSpec`]) models a link: an algorithm and a bandwidth. Its
-//!   *scheduler mask* creates one independent instance per masked value of the packet's
-//!   5-tuple (one link per customer, say); instances share nothing.
-//! - a **flowset** ([`FlowsetSpec`], `queue N config` in ipfw) is a template of queues
-//!   attached to one scheduler: a weight and a queue limit. Its *flow mask* creates one
-//!   queue per masked value; every such queue has the flowset's parameters.
-//! - a **pipe** ([`PipeSpec`]) is the FIFO shorthand: a scheduler of type `fifo` with one
-//!   flowset of its own, addressed by the pipe's number.
+//! - a **pipe** ([`PipeSpec`], `pipe N config`) is dummynet's *link* N: a bandwidth and
+//!   its emulation (a delay line after the link, a burst). Packets a rule sends to `pipe N`
+//!   go through the pipe's own FIFO queue on that link (one instance, one FIFO link, per
+//!   value of the pipe's mask), with the pipe's queue limit, loss and RED parameters.
+//! - a **scheduler** ([`SchedSpec`], `sched N config`) is an algorithm clocked by link N:
+//!   it shares its number with pipe N, whose bandwidth and delay it uses (a scheduler with no
+//!   pipe of its number runs on its own `bw`, a pspat extension, or unlimited). As in
+//!   dummynet, the pipe's FIFO and scheduler N are two users of link N's parameters, each
+//!   with its own budget. Its *scheduler mask* creates one independent instance per masked
+//!   value of the packet's 5-tuple (one link per customer, say); instances share nothing.
+//!   `pipe N config ... type ALG` configures scheduler N too; a flowset attached to pipe N
+//!   with no `sched N` written gets dummynet's default, a `wf2q+` scheduler without a mask.
+//! - a **flowset** ([`FlowsetSpec`], `queue N config`) is a template of queues attached to
+//!   one scheduler (`sched S`, or `pipe P`, which names the same scheduler): a weight, a
+//!   queue limit, loss and RED. Its *flow mask* creates one queue per masked value; every
+//!   such queue has the flowset's parameters.
 //! - **rules** ([`Rule`]), tried in number order, match a packet and send it to a flowset
 //!   or a pipe (or let it pass, or drop it). A rule's target may be `tablearg`: the value a
 //!   table lookup returned while matching.
@@ -90,11 +98,64 @@ pub const DEFAULT_MAX_QUEUES: u32 = 1024;
 pub const DEFAULT_MAX_INSTANCES: u32 = 256;
 /// Default idle time after which an empty dynamic queue or instance is removed: 10 s.
 pub const DEFAULT_IDLE_NS: u64 = 10_000_000_000;
+/// dummynet's default scheduler: what `pipe N` gives the queues attached to it when no
+/// `sched N config type ...` says otherwise.
+pub const DEFAULT_ALGORITHM: &str = "wf2q+";
+/// The longest delay a pipe emulates: dummynet refuses `delay` of 10 s or more.
+pub const MAX_DELAY_MS: u32 = 9_999;
 
-/// A scheduler: a link with a bandwidth and an algorithm (`sched N config ...`).
+/// A probability in parts per billion: exact in decimal, so that `plr 0.01` prints back as
+/// written and equal configurations compare equal.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Probability(pub u32);
+
+impl Probability {
+    /// Certainty.
+    pub const ONE: Probability = Probability(1_000_000_000);
+
+    /// Whether it is 0 (never).
+    pub fn is_zero(self) -> bool {
+        self.0 == 0
+    }
+
+    /// As a fraction in `0.0..=1.0`.
+    pub fn as_f64(self) -> f64 {
+        f64::from(self.0) / 1e9
+    }
+}
+
+/// Random early detection of a queue (dummynet's `red` and `gred`, Floyd and Jacobson
+/// 1993): the average queue length, an exponentially weighted moving average with weight
+/// `w_q`, below `min_th` drops nothing, between `min_th` and `max_th` drops with a
+/// probability rising linearly to `max_p`, and above `max_th` drops everything (`red`) or,
+/// with `gentle` (`gred`), rises linearly from `max_p` to 1 up to `2 * max_th`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Red {
+    /// Weight of the newest sample in the average, `(0, 1]`.
+    pub w_q: Probability,
+    /// Thresholds in the queue's unit: packets, or bytes when its limit is in bytes.
+    pub min_th: u64,
+    pub max_th: u64,
+    /// Drop probability at `max_th`, `[0, 1]`.
+    pub max_p: Probability,
+    /// `gred`: above `max_th` the probability keeps rising instead of jumping to 1.
+    pub gentle: bool,
+}
+
+/// What a queue does to a packet before the scheduler takes it, besides its limit
+/// (dummynet's flowset parameters; a pipe's own FIFO has them too): random loss (`plr`),
+/// then early drop (`red`/`gred`; `droptail`, the default, is none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct QueueManagement {
+    /// Probability that an arriving packet is lost (dummynet's `plr`).
+    pub plr: Probability,
+    pub red: Option<Red>,
+}
+
+/// A scheduler: an algorithm on link N (`sched N config ...`); see the module docs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchedSpec {
-    /// Its number, `1..=65535`.
+    /// Its number, `1..=65535`, shared with pipe N, its link.
     pub id: u32,
     /// Algorithm, by pspat registry name (`qfq+`, `drr`, `wf2q+`, ...). A front end stores
     /// it as written (`QFQ`, `wf2qp`); resolution checks it exists and replaces it with the
@@ -103,7 +164,8 @@ pub struct SchedSpec {
     /// Algorithm parameters (`m=8`, `quantum=1500`); after resolution, in the order the
     /// registry lists the algorithm's parameters, each at most once.
     pub params: Vec<(String, String)>,
-    /// Link bandwidth in bits per second; 0 = unlimited.
+    /// Its own link bandwidth in bits per second, when no pipe N gives it one (a pspat
+    /// extension: ipfw takes `bw` on pipes only); 0 = unlimited, or pipe N's.
     pub bandwidth_bps: u64,
     /// Scheduler mask: one instance per masked value.
     pub mask: FlowMask,
@@ -111,6 +173,21 @@ pub struct SchedSpec {
     pub max_instances: u32,
     /// An instance with nothing queued for this long is removed (ns).
     pub idle_ns: u64,
+}
+
+impl SchedSpec {
+    /// Scheduler `id` running `algorithm` with every other field at its default.
+    pub fn new(id: u32, algorithm: &str) -> Self {
+        Self {
+            id,
+            algorithm: algorithm.to_owned(),
+            params: Vec::new(),
+            bandwidth_bps: 0,
+            mask: FlowMask::default(),
+            max_instances: DEFAULT_MAX_INSTANCES,
+            idle_ns: DEFAULT_IDLE_NS,
+        }
+    }
 }
 
 /// A flowset: the template of the queues attached to a scheduler (`queue N config ...`).
@@ -126,6 +203,8 @@ pub struct FlowsetSpec {
     pub max_len: u32,
     /// Each queue's limit.
     pub limit: QueueLimit,
+    /// Loss and early drop, per queue.
+    pub qm: QueueManagement,
     /// Flow mask: one queue per masked value.
     pub mask: FlowMask,
     /// Most queues created through the mask (per scheduler instance); more is a drop
@@ -135,23 +214,83 @@ pub struct FlowsetSpec {
     pub idle_ns: u64,
 }
 
-/// A pipe: a FIFO link with a bandwidth (`pipe N config bw ...`), the shorthand for a `fifo`
-/// scheduler with a single flowset of its own. Its mask creates one instance (one FIFO
-/// link) per masked value, as dummynet's pipe mask does.
+impl FlowsetSpec {
+    /// Flowset `id` on scheduler `sched` with every other field at dummynet's default.
+    pub fn new(id: u32, sched: u32) -> Self {
+        Self {
+            id,
+            sched,
+            weight: 1,
+            max_len: pspat_sched::flow::DEFAULT_MAX_LEN,
+            limit: QueueLimit::default(),
+            qm: QueueManagement::default(),
+            mask: FlowMask::default(),
+            max_queues: DEFAULT_MAX_QUEUES,
+            idle_ns: DEFAULT_IDLE_NS,
+        }
+    }
+}
+
+/// A pipe: link N (`pipe N config bw ... delay ...`) and the FIFO queue that rules sending
+/// to `pipe N` use on it (its mask creates one instance, one FIFO link, per masked value, as
+/// dummynet's pipe mask does). Scheduler N, when there is one, runs on the same link
+/// parameters (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PipeSpec {
-    /// Its number, `1..=65535` (a namespace separate from schedulers and flowsets).
+    /// Its number, `1..=65535`, shared with scheduler N.
     pub id: u32,
     /// Bandwidth in bits per second; 0 = unlimited.
     pub bandwidth_bps: u64,
+    /// How long every packet leaving the link is held before it is sent on (dummynet's
+    /// `delay`, whole milliseconds, at most [`MAX_DELAY_MS`]), ns.
+    pub delay_ns: u64,
+    /// Bytes an idle link may send at once, beyond its rate (dummynet's `burst`).
+    pub burst_bytes: u64,
     /// Queue limit of each instance.
     pub limit: QueueLimit,
+    /// Loss and early drop of each instance's queue.
+    pub qm: QueueManagement,
     /// One instance per masked value.
     pub mask: FlowMask,
     /// Most instances; more is a drop (`InstanceLimit`).
     pub max_instances: u32,
     /// An idle instance is removed after this long (ns).
     pub idle_ns: u64,
+}
+
+impl PipeSpec {
+    /// Pipe `id` with every field at dummynet's default: unlimited, no delay.
+    pub fn new(id: u32) -> Self {
+        Self {
+            id,
+            bandwidth_bps: 0,
+            delay_ns: 0,
+            burst_bytes: 0,
+            limit: QueueLimit::default(),
+            qm: QueueManagement::default(),
+            mask: FlowMask::default(),
+            max_instances: DEFAULT_MAX_INSTANCES,
+            idle_ns: DEFAULT_IDLE_NS,
+        }
+    }
+
+    /// Link N's emulation, as scheduler N uses it too.
+    pub fn link(&self) -> LinkParams {
+        LinkParams {
+            bandwidth_bps: self.bandwidth_bps,
+            delay_ns: self.delay_ns,
+            burst_bytes: self.burst_bytes,
+        }
+    }
+}
+
+/// What a scheduler instance's emulated link does: its rate, the delay line after it, its
+/// burst. Pipe N's, or a scheduler's own bandwidth alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LinkParams {
+    pub bandwidth_bps: u64,
+    pub delay_ns: u64,
+    pub burst_bytes: u64,
 }
 
 /// An address prefix.
@@ -314,9 +453,9 @@ pub struct Match {
     pub dst_ports: Vec<PortRange>,
     /// Which of the conditions above were written after `not`.
     pub not: Negations,
-    /// Match only with this probability (`prob P`), drawn per packet before anything
-    /// else is looked at; `None` = always.
-    pub prob: Option<Prob>,
+    /// Match only with this probability (`prob P`, `0 < P <= 1`), drawn per packet
+    /// before anything else is looked at; `None` = always.
+    pub prob: Option<Probability>,
     /// The other conditions (`tcpflags`, `iplen`, `via`, ...), in the order written.
     pub options: Vec<RuleOption>,
 }
@@ -328,15 +467,6 @@ pub struct Negations {
     pub dst: bool,
     pub src_ports: bool,
     pub dst_ports: bool,
-}
-
-/// A probability in billionths, `1..=1_000_000_000` (`prob 0.25` is 250_000_000).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Prob(pub u32);
-
-impl Prob {
-    /// Certainty, `prob 1`.
-    pub const ONE: u32 = 1_000_000_000;
 }
 
 /// One rule option, maybe negated (`not via igb0`).
@@ -478,6 +608,18 @@ pub struct Summary {
 }
 
 impl Config {
+    /// The link scheduler `s` runs on: pipe N's when there is a pipe of its number, else
+    /// its own bandwidth, with no emulation.
+    pub fn link_of(&self, s: &SchedSpec) -> LinkParams {
+        match self.pipes.get(&s.id) {
+            Some(p) => p.link(),
+            None => LinkParams {
+                bandwidth_bps: s.bandwidth_bps,
+                ..LinkParams::default()
+            },
+        }
+    }
+
     /// How many objects of each kind it has.
     pub fn summary(&self) -> Summary {
         Summary {

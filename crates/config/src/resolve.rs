@@ -7,8 +7,13 @@
 //!
 //! What is checked:
 //! - ids (schedulers, flowsets, pipes, tables, rule numbers) are `1..=65535`, and no
-//!   scheduler, flowset, pipe or default action is defined twice (a configuration file
-//!   describes a state; it is not a sequence of reconfigurations as ipfw commands are);
+//!   scheduler, flowset, pipe or default action is defined twice (a TOML file describes a
+//!   state; the ipfw front end has already applied its command stream, so each object
+//!   reaches the draft once);
+//! - dummynet's object model: a flowset attached to `pipe P` (or `sched P`) with no
+//!   scheduler P written gets dummynet's default, a `wf2q+` scheduler P without a mask; a
+//!   scheduler with a pipe of its number takes its link from the pipe and may not give a
+//!   bandwidth of its own; RED's `min_th` is below its queue's limit;
 //! - every algorithm exists and accepts its parameters (the scheduler is built once, off
 //!   the data path, so that a bad value is caught here and not when the engine starts);
 //!   names become the registry's canonical name and parameters are sorted in the order the
@@ -171,6 +176,26 @@ fn check_limit(what: &str, limit: &QueueLimit) -> Result<(), String> {
     }
 }
 
+/// RED's thresholds must leave room below the queue's limit (in its unit), or early drop
+/// would never happen before the tail drop.
+fn check_red(what: &str, qm: &QueueManagement, limit: &QueueLimit) -> Result<(), String> {
+    let Some(r) = &qm.red else { return Ok(()) };
+    if r.min_th >= r.max_th {
+        return Err(format!("{what}: RED needs min_th < max_th"));
+    }
+    let (size, unit) = match *limit {
+        QueueLimit::Packets(n) => (u64::from(n), "slots"),
+        QueueLimit::Bytes(b) => (b, "bytes"),
+    };
+    if r.min_th >= size {
+        return Err(format!(
+            "{what}: RED's min_th {} is not below the queue's limit of {size} {unit}",
+            r.min_th
+        ));
+    }
+    Ok(())
+}
+
 fn check_nonzero(what: &str, option: &str, v: u64) -> Result<(), String> {
     if v == 0 {
         Err(format!("{what}: {option} must not be 0"))
@@ -220,14 +245,51 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
             return Err(e(*at, format!("{what} is defined twice")));
         }
     }
+    for Located { item, at } in &draft.pipes {
+        let what = format!("pipe {}", item.id);
+        check_id("pipe", item.id).map_err(|m| e(*at, m))?;
+        check_limit(&what, &item.limit).map_err(|m| e(*at, m))?;
+        check_red(&what, &item.qm, &item.limit).map_err(|m| e(*at, m))?;
+        if item.delay_ns > u64::from(MAX_DELAY_MS) * 1_000_000 {
+            return Err(e(*at, format!("{what}: delay must be below 10000 ms")));
+        }
+        check_nonzero(&what, "max-instances", item.max_instances.into()).map_err(|m| e(*at, m))?;
+        check_nonzero(&what, "idle", item.idle_ns).map_err(|m| e(*at, m))?;
+        if cfg.pipes.insert(item.id, item.clone()).is_some() {
+            return Err(e(*at, format!("{what} is defined twice")));
+        }
+    }
+
+    // A scheduler runs on link N: pipe N's parameters when there is a pipe N.
+    for Located { item, at } in &draft.schedulers {
+        if item.bandwidth_bps != 0 && cfg.pipes.contains_key(&item.id) {
+            return Err(e(
+                *at,
+                format!(
+                    "sched {0}: its link is pipe {0}'s; give the bandwidth on `pipe {0} config` \
+                     only",
+                    item.id
+                ),
+            ));
+        }
+    }
     for Located { item, at } in &draft.flowsets {
         let what = format!("queue {}", item.id);
         check_id("queue", item.id).map_err(|m| e(*at, m))?;
         if !cfg.schedulers.contains_key(&item.sched) {
-            return Err(e(
-                *at,
-                format!("{what}: sched {} is not defined", item.sched),
-            ));
+            // `pipe P` alone gives queues attached to P dummynet's default scheduler.
+            if !cfg.pipes.contains_key(&item.sched) {
+                return Err(e(
+                    *at,
+                    format!(
+                        "{what}: sched {0} is not defined (nor pipe {0}, whose scheduler it \
+                         would be)",
+                        item.sched
+                    ),
+                ));
+            }
+            cfg.schedulers
+                .insert(item.sched, SchedSpec::new(item.sched, DEFAULT_ALGORITHM));
         }
         if !(1..=MAX_WEIGHT).contains(&item.weight) {
             return Err(e(
@@ -245,23 +307,13 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
             ));
         }
         check_limit(&what, &item.limit).map_err(|m| e(*at, m))?;
+        check_red(&what, &item.qm, &item.limit).map_err(|m| e(*at, m))?;
         check_nonzero(&what, "max-queues", item.max_queues.into()).map_err(|m| e(*at, m))?;
         check_nonzero(&what, "idle", item.idle_ns).map_err(|m| e(*at, m))?;
         if cfg.flowsets.insert(item.id, item.clone()).is_some() {
             return Err(e(*at, format!("{what} is defined twice")));
         }
     }
-    for Located { item, at } in &draft.pipes {
-        let what = format!("pipe {}", item.id);
-        check_id("pipe", item.id).map_err(|m| e(*at, m))?;
-        check_limit(&what, &item.limit).map_err(|m| e(*at, m))?;
-        check_nonzero(&what, "max-instances", item.max_instances.into()).map_err(|m| e(*at, m))?;
-        check_nonzero(&what, "idle", item.idle_ns).map_err(|m| e(*at, m))?;
-        if cfg.pipes.insert(item.id, item.clone()).is_some() {
-            return Err(e(*at, format!("{what} is defined twice")));
-        }
-    }
-
     // Tables: collect, then sort and find duplicates.
     let mut entries: BTreeMap<TableName, Vec<(Prefix, u32, Option<Loc>)>> = BTreeMap::new();
     for Located { item, at } in &draft.tables {
@@ -342,9 +394,9 @@ fn check_ranges(what: &str, ps: &[PortRange]) -> Result<(), String> {
 
 /// Checks what a front end cannot write wrong but a model made by code can.
 fn check_options(m: &Match) -> Result<(), String> {
-    if let Some(Prob(p)) = m.prob {
-        if p == 0 || p > Prob::ONE {
-            return Err(format!("prob {p} billionths is not in (0, 1]"));
+    if let Some(p) = m.prob {
+        if p.is_zero() || p > Probability::ONE {
+            return Err(format!("prob {} billionths is not in (0, 1]", p.0));
         }
     }
     for o in &m.options {

@@ -178,6 +178,13 @@ loose_newtype!(Bytes, u32, |v| {
     };
     u32::try_from(n).map_err(|_| format!("{n} bytes is too large"))
 });
+loose_newtype!(Bytes64, u64, |v| match v {
+    Loose::Int(i) => u64::try_from(i).map_err(|_| format!("{i} bytes is negative")),
+    other => {
+        let w = other.word()?;
+        units::parse_bytes(&w).map_err(|e| unit_error(&w, "a number of bytes", e))
+    }
+});
 loose_newtype!(Limit, QueueLimit, |v| match v {
     Loose::Int(i) => u32::try_from(i)
         .map(QueueLimit::Packets)
@@ -244,13 +251,24 @@ loose_newtype!(Ports, (bool, Vec<PortRange>), |v| match v {
     }
     other => parser::neg_ports_str(&other.word()?),
 });
-loose_newtype!(ProbT, Prob, |v| match v {
+loose_newtype!(ProbT, Probability, |v| match v {
     Loose::Int(_) | Loose::Float(_) | Loose::Str(_) => parser::prob_str(&v.word()?),
     _ => Err("expected a probability (0 < P <= 1)".into()),
 });
 loose_newtype!(Options, Vec<RuleOption>, |v| parser::options_str(
     &v.word()?
 ));
+loose_newtype!(Delay, u64, |v| match v {
+    Loose::Int(i) => parser::delay_str(&i.to_string()),
+    other => parser::delay_str(&other.word()?),
+});
+loose_newtype!(Plr, Probability, |v| match v {
+    Loose::Float(f) => parser::plr_str(&f.to_string()),
+    Loose::Int(i) => parser::plr_str(&i.to_string()),
+    other => parser::plr_str(&other.word()?),
+});
+loose_newtype!(RedT, Red, |v| parser::red_str(&v.word()?, false));
+loose_newtype!(GredT, Red, |v| parser::red_str(&v.word()?, true));
 loose_newtype!(Dir, Direction, |v| match v.word()?.as_str() {
     "in" => Ok(Direction::In),
     "out" => Ok(Direction::Out),
@@ -265,7 +283,7 @@ loose_newtype!(Dir, Direction, |v| match v.word()?.as_str() {
 struct SchedT {
     id: u32,
     #[serde(rename = "type")]
-    algorithm: String,
+    algorithm: Option<String>,
     bw: Option<Bw>,
     mask: Option<Mask>,
     params: Option<ParamList>,
@@ -277,9 +295,13 @@ struct SchedT {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct QueueT {
     id: u32,
-    sched: u32,
+    sched: Option<u32>,
+    pipe: Option<u32>,
     weight: Option<u32>,
     queue: Option<Limit>,
+    plr: Option<Plr>,
+    red: Option<RedT>,
+    gred: Option<GredT>,
     max_len: Option<Bytes>,
     mask: Option<Mask>,
     max_queues: Option<u32>,
@@ -291,7 +313,12 @@ struct QueueT {
 struct PipeT {
     id: u32,
     bw: Option<Bw>,
+    delay: Option<Delay>,
+    burst: Option<Bytes64>,
     queue: Option<Limit>,
+    plr: Option<Plr>,
+    red: Option<RedT>,
+    gred: Option<GredT>,
     mask: Option<Mask>,
     max_instances: Option<u32>,
     idle: Option<Dur>,
@@ -326,6 +353,33 @@ struct FileT {
     rule: Vec<Spanned<RuleT>>,
     #[serde(default)]
     table: BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<u32>>>,
+}
+
+/// A queue's loss and early drop from its `plr`, `red` and `gred` keys (one of the last
+/// two at most).
+fn queue_management(
+    text: &str,
+    origin: &str,
+    span: &Range<usize>,
+    plr: Option<Plr>,
+    red: Option<RedT>,
+    gred: Option<GredT>,
+) -> Result<QueueManagement, ConfigError> {
+    let red = match (red, gred) {
+        (Some(_), Some(_)) => {
+            return Err(syntax(
+                text,
+                origin,
+                span.clone(),
+                "`red` and `gred` are two kinds of one thing: give one".into(),
+            ))
+        }
+        (r, g) => r.map(|r| r.0).or(g.map(|g| g.0)),
+    };
+    Ok(QueueManagement {
+        plr: plr.map(|p| p.0).unwrap_or_default(),
+        red,
+    })
 }
 
 /// Byte offset -> 1-based line and character column.
@@ -385,7 +439,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
             at: at(span),
             item: SchedSpec {
                 id: s.id,
-                algorithm: s.algorithm,
+                algorithm: s.algorithm.unwrap_or_else(|| DEFAULT_ALGORITHM.to_owned()),
                 params: s.params.map(|p| p.0).unwrap_or_default(),
                 bandwidth_bps: s.bw.map_or(0, |b| b.0),
                 mask: s.mask.map(|m| m.0).unwrap_or_default(),
@@ -397,16 +451,43 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
     for q in file.queue {
         let span = q.span();
         let q = q.into_inner();
+        // `pipe = P` and `sched = P` name the same scheduler, as in ipfw.
+        let sched = match (q.sched, q.pipe) {
+            (Some(s), None) | (None, Some(s)) => s,
+            (None, None) => {
+                return Err(syntax(
+                    text,
+                    origin,
+                    span,
+                    format!(
+                        "queue {}: give `sched` or `pipe` (what it attaches to)",
+                        q.id
+                    ),
+                ))
+            }
+            (Some(_), Some(_)) => {
+                return Err(syntax(
+                    text,
+                    origin,
+                    span,
+                    format!(
+                        "queue {}: `sched` and `pipe` name the same thing: give one",
+                        q.id
+                    ),
+                ))
+            }
+        };
         d.flowsets.push(Located {
-            at: at(span),
+            at: at(span.clone()),
             item: FlowsetSpec {
                 id: q.id,
-                sched: q.sched,
+                sched,
                 weight: q.weight.unwrap_or(1),
                 max_len: q
                     .max_len
                     .map_or(pspat_sched::flow::DEFAULT_MAX_LEN, |b| b.0),
                 limit: q.queue.map(|l| l.0).unwrap_or_default(),
+                qm: queue_management(text, origin, &span, q.plr, q.red, q.gred)?,
                 mask: q.mask.map(|m| m.0).unwrap_or_default(),
                 max_queues: q.max_queues.unwrap_or(DEFAULT_MAX_QUEUES),
                 idle_ns: q.idle.map_or(DEFAULT_IDLE_NS, |t| t.0),
@@ -417,11 +498,14 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
         let span = p.span();
         let p = p.into_inner();
         d.pipes.push(Located {
-            at: at(span),
+            at: at(span.clone()),
             item: PipeSpec {
                 id: p.id,
                 bandwidth_bps: p.bw.map_or(0, |b| b.0),
+                delay_ns: p.delay.map_or(0, |x| x.0),
+                burst_bytes: p.burst.map_or(0, |x| x.0),
                 limit: p.queue.map(|l| l.0).unwrap_or_default(),
+                qm: queue_management(text, origin, &span, p.plr, p.red, p.gred)?,
                 mask: p.mask.map(|m| m.0).unwrap_or_default(),
                 max_instances: p.max_instances.unwrap_or(DEFAULT_MAX_INSTANCES),
                 idle_ns: p.idle.map_or(DEFAULT_IDLE_NS, |t| t.0),
@@ -578,6 +662,13 @@ pub fn to_toml(c: &Config) -> String {
             quote(&units::format_bandwidth(x.bandwidth_bps)),
             limit_value(&x.limit)
         );
+        if x.delay_ns != 0 {
+            let _ = writeln!(s, "delay = {}", x.delay_ns / 1_000_000);
+        }
+        if x.burst_bytes != 0 {
+            let _ = writeln!(s, "burst = {}", x.burst_bytes);
+        }
+        queue_management_toml(&mut s, &x.qm);
         if !x.mask.is_empty() {
             let _ = writeln!(s, "mask = {}", mask_inline(&x.mask));
         }
@@ -598,6 +689,7 @@ pub fn to_toml(c: &Config) -> String {
             limit_value(&x.limit),
             x.max_len
         );
+        queue_management_toml(&mut s, &x.qm);
         if !x.mask.is_empty() {
             let _ = writeln!(s, "mask = {}", mask_inline(&x.mask));
         }
@@ -617,7 +709,7 @@ pub fn to_toml(c: &Config) -> String {
             quote(&r.action.to_string())
         );
         if let Some(p) = m.prob {
-            let _ = writeln!(s, "prob = {}", quote(&print::prob(p)));
+            let _ = writeln!(s, "prob = {}", quote(&print::probability(p)));
         }
         if let Some(p) = m.proto {
             let _ = writeln!(s, "proto = {}", quote(&print::proto_name(p)));
@@ -653,6 +745,16 @@ pub fn to_toml(c: &Config) -> String {
         }
     }
     s
+}
+
+fn queue_management_toml(s: &mut String, qm: &QueueManagement) {
+    if !qm.plr.is_zero() {
+        let _ = writeln!(s, "plr = {}", quote(&print::probability(qm.plr)));
+    }
+    if let Some(r) = &qm.red {
+        let key = if r.gentle { "gred" } else { "red" };
+        let _ = writeln!(s, "{key} = {}", quote(&print::red_params(r)));
+    }
 }
 
 fn limit_value(l: &QueueLimit) -> String {

@@ -11,11 +11,21 @@ use pspat_config::{parse_file, ConfigError};
 /// The files accepted as a whole today.
 const ACCEPTED: &[&str] = &[
     "01-freebsd-test-pipe-bytes.ipfw",
+    "02-freebsd-test-pipe-delay.ipfw",
+    "03-freebsd-test-queue-wf2q.ipfw",
+    "04-freebsd-test-queue-wf2q-v6.ipfw",
+    "06-ipfw8-plr.ipfw",
     "07-ipfw8-router-bw.ipfw",
     "08-ipfw8-bidirectional.ipfw",
+    "09-ipfw8-red.ipfw",
+    "10-ipfw8-delay.ipfw",
     "11-ipfw8-count-mask-all.ipfw",
     "12-ipfw8-per-host-masks.ipfw",
     "13-ipfw8-lookup-tables.ipfw",
+    "18-opnsense-prioritize-queues.ipfw",
+    "19-opnsense-per-user-pipes.ipfw",
+    "22-webpagetest-windows-agent.ipfw",
+    "23-comn-coursework-link-emulation.ipfw",
 ];
 
 /// Rule-stream lines of the corpus pspat refuses, by file and the feature named in the

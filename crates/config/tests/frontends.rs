@@ -87,6 +87,90 @@ fn masks_tables_and_tablearg() {
     );
 }
 
+/// dummynet's object model (FreeBSD's ipfw(8) and ip_dummynet.c): pipe N is link N and
+/// creates scheduler N (WF2Q+ unless typed, with the pipe's mask only when typed on the
+/// pipe line); `queue N config pipe P` is `sched P`; a sched line's `pipe P` changes
+/// nothing; the link's emulation belongs to the pipe, loss and RED to each queue.
+#[test]
+fn pipes_are_links_that_clock_the_scheduler_of_their_number() {
+    let c = ipfw(
+        "pipe 1 config bw 10Mbit/s delay 50 plr 0.01 queue 100 droptail\n\
+         queue 3 config pipe 1 weight 10 red 0.002/30/80/0.1\n\
+         queue 4 config sched 1 gred 0.5/5/10/1 plr 1\n\
+         pipe 2 config bw 100Mb burst 64KB mask src-ip 0xff type qfq\n\
+         sched 5 config pipe 5 type rr\n\
+         sched 6 config pipe 7 mask all\n\
+         add pipe 1 ip from any to any\n\
+         add queue 3 tcp from any to any\n",
+    );
+    let s1 = &c.schedulers[&1];
+    assert_eq!(s1.algorithm, "wf2q+", "dummynet's default scheduler");
+    assert!(s1.mask.is_empty());
+    let link = c.link_of(s1);
+    assert_eq!(
+        (link.bandwidth_bps, link.delay_ns, link.burst_bytes),
+        (10_000_000, 50_000_000, 0)
+    );
+    let p1 = &c.pipes[&1];
+    assert_eq!(p1.qm.plr, Probability(10_000_000));
+    assert_eq!(p1.limit, QueueLimit::Packets(100));
+    assert_eq!((c.flowsets[&3].sched, c.flowsets[&4].sched), (1, 1));
+    let red = c.flowsets[&3].qm.red.unwrap();
+    assert_eq!((red.min_th, red.max_th, red.gentle), (30, 80, false));
+    assert_eq!(red.w_q, Probability(2_000_000));
+    assert!(c.flowsets[&4].qm.red.unwrap().gentle);
+    assert_eq!(c.flowsets[&4].qm.plr, Probability::ONE);
+    let s2 = &c.schedulers[&2];
+    assert_eq!((s2.algorithm.as_str(), s2.mask.src_ip), ("qfq", 0xff));
+    assert_eq!(c.link_of(s2).burst_bytes, 65536);
+    assert_eq!(c.link_of(s2).bandwidth_bps, 100_000_000);
+    assert_eq!(
+        c.schedulers[&5].algorithm, "drr",
+        "rr is deficit round robin"
+    );
+    assert_eq!(c.link_of(&c.schedulers[&5]).bandwidth_bps, 0, "no pipe 5");
+    assert_eq!(c.schedulers[&6].mask, FlowMask::ALL);
+    // printed back, it means the same
+    assert_eq!(ipfw(&c.to_string()), c);
+    assert_eq!(parse_toml(&c.to_toml(), "t.toml").unwrap(), c);
+}
+
+/// A file is applied as ipfw applies its lines: a later `config` of an object
+/// reconfigures it, keeping what ipfw keeps (a pipe's bandwidth, a queue's scheduler,
+/// weight and lmax, a scheduler's type) and resetting the rest; `delete` and `flush` remove.
+#[test]
+fn a_file_is_a_command_stream_as_ipfw_applies_it() {
+    let c = ipfw(
+        "pipe 1 config bw 10M queue 20 delay 7\n\
+         pipe 1 config delay 5\n\
+         queue 1 config pipe 1 weight 5 lmax 1000 queue 9\n\
+         queue 1 config plr 0.5\n\
+         sched 1 config type qfq mask dst-ip 0xff\n\
+         sched 1 config mask src-ip 0xff\n",
+    );
+    let p = &c.pipes[&1];
+    assert_eq!(p.bandwidth_bps, 10_000_000, "kept");
+    assert_eq!(p.delay_ns, 5_000_000);
+    assert_eq!(p.limit, QueueLimit::Packets(50), "reset to the default");
+    let q = &c.flowsets[&1];
+    assert_eq!((q.sched, q.weight, q.max_len), (1, 5, 1000), "kept");
+    assert_eq!(q.limit, QueueLimit::Packets(50), "reset to the default");
+    assert_eq!(q.qm.plr, Probability(500_000_000));
+    let s = &c.schedulers[&1];
+    assert_eq!(s.algorithm, "qfq", "kept");
+    assert_eq!((s.mask.src_ip, s.mask.dst_ip), (0xff, 0), "replaced");
+
+    let c = ipfw(
+        "pipe 1 config\npipe 2 config\npipe 3 config\nsched 1 config type drr\n\
+         queue 7 config pipe 3\npipe 1 delete\nqueue delete 7\n",
+    );
+    assert_eq!(c.pipes.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
+    assert!(c.schedulers.is_empty(), "deleting pipe 1 deleted sched 1");
+    assert!(c.flowsets.is_empty());
+    let c = ipfw("pipe 1 config\nqueue 1 config pipe 1\npipe flush\npipe 4 config\n");
+    assert_eq!((c.pipes.len(), c.flowsets.len()), (1, 0));
+}
+
 #[test]
 fn classic_and_option_bodies_mean_the_same() {
     let a = ipfw(
@@ -149,13 +233,62 @@ fn syntax_errors_point_at_line_column_and_token() {
             "weight must be 1..=65536",
         ),
         (
-            "pipe 1 config bw 1M delay 10ms",
+            "pipe 1 config bw 1M delay 1s",
+            1,
+            27,
+            "1s",
+            "whole milliseconds",
+        ),
+        ("pipe 1 config bw 1M plr 1.5", 1, 25, "1.5", "not 0..1"),
+        (
+            "pipe 1 config plr 0.1,0.2,0.3,0.4",
+            1,
+            22,
+            ",",
+            "Gilbert-Elliott",
+        ),
+        (
+            "pipe 1 config delay 10000",
             1,
             21,
-            "delay",
-            "does not implement",
+            "10000",
+            "below 10000 ms",
         ),
-        ("pipe 1 config bw 1M plr 0.1", 1, 21, "plr", "emulation"),
+        ("pipe 1 config bw tun0", 1, 18, "tun0", "device"),
+        (
+            "pipe 1 config bw 1M codel",
+            1,
+            21,
+            "codel",
+            "active queue management",
+        ),
+        (
+            "pipe 1 config type fq_codel",
+            1,
+            20,
+            "fq_codel",
+            "active queue management",
+        ),
+        (
+            "pipe 1 config red 0.002/80/30/0.1",
+            1,
+            19,
+            "0.002/80/30/0.1",
+            "min_th < max_th",
+        ),
+        ("queue 1 config pipe 1 queue 2M", 1, 29, "2M", "2 slots"),
+        ("queue 1 config pipe 1 queue 50b", 1, 29, "50b", "50 slots"),
+        ("queue 1 config pipe 1 sched 1", 1, 23, "sched", "give one"),
+        ("sched 1 config delay 10", 1, 16, "delay", "pipe 1 config"),
+        ("queue 1 config pipe 1 bw 1M", 1, 23, "bw", "pipe 1 config"),
+        ("pipe 1 config profile x", 1, 15, "profile", "extra-delay"),
+        (
+            "pipe 1 config mask flow-id 0xf",
+            1,
+            20,
+            "flow-id",
+            "flow label",
+        ),
         ("add 100 queue 1 from me to any", 1, 22, "me", "`me`"),
         (
             "add 100 queue 1 via table(1)",
@@ -180,11 +313,23 @@ fn syntax_errors_point_at_line_column_and_token() {
             "weight",
             "given twice",
         ),
-        ("queue 1 config pipe 1", 1, 16, "pipe", "old syntax"),
-        ("queue 1 config weight 3", 1, 24, "", "expected `sched N`"),
-        ("sched 1 config bw 1M", 1, 21, "", "type"),
+        (
+            "queue 1 config weight 3",
+            1,
+            24,
+            "",
+            "expected `pipe P` or `sched S`",
+        ),
+        ("pipe show", 1, 6, "show", "lists objects"),
+        ("pipe 1 frob", 1, 8, "frob", "`config` or `delete`"),
         ("sched 0 config type fifo", 1, 7, "0", "1..=65535"),
-        ("sched 1 type fifo", 1, 9, "type", "expected `config`"),
+        (
+            "sched 1 type fifo",
+            1,
+            9,
+            "type",
+            "expected `config` or `delete`",
+        ),
         ("frobnicate 1", 1, 1, "frobnicate", "expected a command"),
         ("sched 1 config type drr mask", 1, 29, "", "mask field"),
         (
@@ -259,8 +404,12 @@ fn semantic_errors_name_the_object_and_its_line() {
             "t.ipfw:1:1: queue 1: sched 9 is not defined",
         ),
         (
-            "sched 1 config type fifo\nsched 1 config type drr",
-            "t.ipfw:2:1: sched 1 is defined twice",
+            "pipe 1 config bw 1M\nsched 1 config type drr bw 2M",
+            "t.ipfw:2:1: sched 1: its link is pipe 1's",
+        ),
+        (
+            "pipe 1 config queue 10 red 0.002/10/20/0.1",
+            "pipe 1: RED's min_th 10 is not below the queue's limit of 10 slots",
         ),
         (
             "sched 1 config type nosuch",

@@ -67,6 +67,7 @@ fn config() -> Config {
             weight: 1,
             max_len: 1500,
             limit: QueueLimit::default(),
+            qm: QueueManagement::default(),
             mask: FlowMask {
                 src_ip: 0xff,
                 ..FlowMask::default()

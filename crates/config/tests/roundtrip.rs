@@ -150,6 +150,30 @@ impl Rng {
     }
 }
 
+/// Random loss and RED for a queue of `limit` (RED's thresholds below it).
+fn qm(r: &mut Rng, limit: &QueueLimit) -> QueueManagement {
+    let size = match *limit {
+        QueueLimit::Packets(n) => u64::from(n),
+        QueueLimit::Bytes(b) => b,
+    };
+    let plr = if r.coin() {
+        Probability(r.below(1_000_000_001) as u32)
+    } else {
+        Probability::default()
+    };
+    let red = (size >= 2 && r.coin()).then(|| {
+        let min_th = r.below(size - 1);
+        Red {
+            w_q: Probability(1 + r.below(1_000_000_000) as u32),
+            min_th,
+            max_th: min_th + 1 + r.below(size - min_th),
+            max_p: Probability(r.below(1_000_000_001) as u32),
+            gentle: r.coin(),
+        }
+    });
+    QueueManagement { plr, red }
+}
+
 fn ids(rng: &mut Rng, max: u64) -> Vec<u32> {
     let n = rng.range(0, max);
     let mut v: Vec<u32> = (0..n).map(|_| rng.range(1, 65535) as u32).collect();
@@ -186,6 +210,7 @@ fn random_config(seed: u64) -> Config {
     let scheds: Vec<u32> = c.schedulers.keys().copied().collect();
     if !scheds.is_empty() {
         for id in ids(&mut r, 5) {
+            let limit = r.limit();
             c.flowsets.insert(
                 id,
                 FlowsetSpec {
@@ -193,7 +218,8 @@ fn random_config(seed: u64) -> Config {
                     sched: r.pick(&scheds),
                     weight: r.range(1, 1 << 16) as u32,
                     max_len: r.range(1, 1 << 20) as u32,
-                    limit: r.limit(),
+                    limit,
+                    qm: qm(&mut r, &limit),
                     mask: r.mask(),
                     max_queues: r.range(1, u32::MAX.into()) as u32,
                     idle_ns: r.idle(),
@@ -202,12 +228,20 @@ fn random_config(seed: u64) -> Config {
         }
     }
     for id in ids(&mut r, 3) {
+        let limit = r.limit();
+        // A scheduler of a pipe's number runs on the pipe's link.
+        if let Some(s) = c.schedulers.get_mut(&id) {
+            s.bandwidth_bps = 0;
+        }
         c.pipes.insert(
             id,
             PipeSpec {
                 id,
                 bandwidth_bps: r.quantity(),
-                limit: r.limit(),
+                delay_ns: r.below(10_000) * 1_000_000 * u64::from(r.coin()),
+                burst_bytes: r.below(1 << 20) * u64::from(r.coin()),
+                limit,
+                qm: qm(&mut r, &limit),
                 mask: r.mask(),
                 max_instances: r.range(1, u32::MAX.into()) as u32,
                 idle_ns: r.idle(),
@@ -272,7 +306,7 @@ fn random_config(seed: u64) -> Config {
             src_ports: r.ports(),
             dst_ports: r.ports(),
             prob: if r.below(4) == 0 {
-                Some(Prob(r.range(1, Prob::ONE.into()) as u32))
+                Some(Probability(r.range(1, Probability::ONE.0.into()) as u32))
             } else {
                 None
             },

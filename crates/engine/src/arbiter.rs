@@ -652,7 +652,12 @@ impl<V: Service> Arbiter<V> {
                 }
                 let wait = self.svc.wake_at_ns().saturating_sub(clock::now_ns());
                 if wait >= self.pace.link_spin_ns && wait > 0 {
-                    self.sleep_link(wait - SLEEP_EARLY_NS.min(wait / 2));
+                    let ns = wait - SLEEP_EARLY_NS.min(wait / 2);
+                    if self.svc.arrivals_may_leave_sooner() {
+                        self.sleep_or_arrival(ns);
+                    } else {
+                        self.sleep_link(ns);
+                    }
                 } else {
                     std::hint::spin_loop();
                 }
@@ -712,6 +717,30 @@ impl<V: Service> Arbiter<V> {
         // A voluntary wait is not a drain gap.
         c.stalls.wait_begins(t0);
         self.shared.arbiter.0.nap(Duration::from_nanos(ns));
+        let t1 = clock::now_ns();
+        c.stalls.wait_ends(t1);
+        c.slept_ns.add(t1 - t0);
+    }
+
+    /// Waits up to `ns` for a link or a delay line to be due, or until a client pushes a
+    /// packet (which may leave sooner: [`Service::arrivals_may_leave_sooner`]): an
+    /// announced sleep (`wake.rs`), with the re-check a scan that drains and releases.
+    fn sleep_or_arrival(&mut self, ns: u64) {
+        let shared = Arc::clone(&self.shared);
+        let parker = &shared.arbiter.0;
+        parker.prepare();
+        self.drain.next_ns = 0;
+        let again = self.scan(clock::now_ns(), Deactivate::WhenDue);
+        if again.drained > 0 || again.sent > 0 || self.shared.stopping().is_some() {
+            parker.cancel();
+            return;
+        }
+        let t0 = clock::now_ns();
+        let c = &shared.arbiter_counters.0;
+        c.link_sleeps.add(1);
+        // A voluntary wait is not a drain gap.
+        c.stalls.wait_begins(t0);
+        parker.sleep(Some(Duration::from_nanos(ns)));
         let t1 = clock::now_ns();
         c.stalls.wait_ends(t1);
         c.slept_ns.add(t1 - t0);

@@ -51,9 +51,12 @@ use pspat_sched::registry::{self, Params};
 use pspat_sched::{Backlog, DropReason, FlowId, FlowParams, SchedStats, Scheduler};
 
 use crate::control::Change;
+use crate::delay::DelayLines;
+use crate::dice::Dice;
 use crate::dnstats::{Counters, Drops, DummynetStats};
 use crate::keyring::KeyRings;
 use crate::link::Link;
+use crate::red::RedQueue;
 use crate::service::{Service, ServiceSummary};
 use crate::stats::ArbiterDrop;
 
@@ -65,6 +68,10 @@ const PIPE_BASE: u32 = 1 << 16;
 const CODES: usize = 2 << 16;
 /// No slot, no instance.
 pub(crate) const NONE: u32 = u32::MAX;
+/// `Dummynet::last` of a packet that comes out of a delay line (charged when it entered).
+const DELAYED: u32 = u32::MAX - 1;
+/// Seed of the loss and RED decisions: a run repeats exactly under the same arrivals.
+const DICE_SEED: u64 = 0x5eed_d1ce;
 /// Idle queues and instances looked at per expiry round...
 const EXPIRE_BUDGET: usize = 8;
 /// ... and how often a round runs (ns): an idle queue is found within
@@ -134,8 +141,11 @@ pub(crate) struct Instance {
     pub(crate) created_ns: u64,
     /// Per queue slot: when its current queue was created (ns).
     pub(crate) queue_created_ns: Vec<u64>,
-    /// Drops of packets that got no queue (`queue_limit`, a flow the algorithm refused).
+    /// Drops of packets that got no queue (`queue_limit`, a flow the algorithm refused),
+    /// and of those their queue lost or dropped early (`plr`, `red`).
     drops: Drops,
+    /// Per queue slot: its RED state; empty until a class of this instance has RED.
+    red: Vec<RedQueue>,
     /// Queues removed after their idle time.
     pub(crate) expired_queues: u64,
 }
@@ -154,6 +164,10 @@ pub(crate) struct Dummynet {
     last: u32,
     /// Packets an `allow` rule let through, in arrival order.
     pub(crate) pass: VecDeque<Pkt>,
+    /// Packets that left a link with a delay, one line per scheduler slot.
+    pub(crate) delays: DelayLines,
+    /// Loss and RED decisions.
+    dice: Dice,
     keys: Arc<KeyRings>,
     /// Per-instance packet capacity (every packet holds a client mailbox slot).
     capacity: u32,
@@ -184,6 +198,8 @@ impl Dummynet {
             heap: BinaryHeap::new(),
             last: NONE,
             pass: VecDeque::with_capacity(capacity as usize),
+            delays: DelayLines::new(),
+            dice: Dice::new(DICE_SEED),
             keys,
             capacity,
             now: 0,
@@ -261,11 +277,13 @@ impl Dummynet {
                 Some(i) => {
                     let st = &mut self.scheds[i];
                     st.live = true;
-                    if st.sched.bandwidth_bps != s.bandwidth_bps {
+                    if st.sched.bandwidth_bps != s.bandwidth_bps
+                        || st.sched.burst_bytes != s.burst_bytes
+                    {
                         for &id in st.inst_ids.iter().filter(|&&id| id != NONE) {
                             if let Some(inst) = self.instances[id as usize].as_mut() {
                                 let busy_until = inst.link.idle_at_ns().max(self.now);
-                                inst.link = Link::new(s.bandwidth_bps);
+                                inst.link = link_of(s);
                                 inst.link.reset(busy_until);
                             }
                         }
@@ -288,6 +306,15 @@ impl Dummynet {
                     });
                 }
             }
+        }
+        // Delay lines, one per scheduler slot, allocated once a link has a delay or no
+        // rate (its packets leave through its line at once).
+        if self
+            .scheds
+            .iter()
+            .any(|s| s.sched.delay_ns > 0 || s.sched.bandwidth_bps == 0)
+        {
+            self.delays.reserve(self.capacity, self.scheds.len());
         }
         for c in self.classes.iter_mut() {
             c.live = false;
@@ -371,7 +398,7 @@ impl Dummynet {
             .map(|c| c.class.max_queues.max(1))
             .sum::<u32>()
             .max(1);
-        let mut link = Link::new(st.sched.bandwidth_bps);
+        let mut link = link_of(&st.sched);
         link.reset(self.now);
         let inst = Instance {
             sched,
@@ -386,6 +413,7 @@ impl Dummynet {
             created_ns: self.now,
             queue_created_ns: vec![0; queues as usize],
             drops: Drops::default(),
+            red: Vec::new(),
             expired_queues: 0,
         };
         let id = match self.free_instances.pop() {
@@ -547,6 +575,9 @@ fn queue_of(
                 inst.flows[q] = Some((f, slot));
                 inst.per_class[slot] += 1;
                 inst.queue_created_ns[q] = now;
+                if let Some(r) = inst.red.get_mut(q) {
+                    *r = RedQueue::default();
+                }
             }
             Err(_) => {
                 inst.queues.remove(q as u32);
@@ -593,12 +624,58 @@ impl Service for Dummynet {
                 return Err(d);
             }
         };
-        inst.last_ns[q] = now;
         let (f, _) = inst.flows[q].expect("a queue in the map has a flow");
+        // Loss, then early drop, then the queue's limit (in the algorithm), as dummynet.
+        let qm = &self.classes[slot].class.qm;
+        if !qm.plr.is_zero() && self.dice.chance(qm.plr) {
+            inst.drops.add(ArbiterDrop::Plr, 1);
+            inst.last_ns[q] = now;
+            return Err(ArbiterDrop::Plr);
+        }
+        if let Some(red) = &qm.red {
+            if inst.red.is_empty() {
+                // Once per instance, the first time one of its classes has RED.
+                inst.red = vec![RedQueue::default(); inst.flows.len()];
+            }
+            let b = inst
+                .sched
+                .flow_stats(f)
+                .map(|s| s.backlog)
+                .unwrap_or_default();
+            let size = match self.classes[slot].class.limit {
+                QueueLimit::Packets(_) => b.pkts,
+                QueueLimit::Bytes(_) => b.bytes,
+            };
+            let idle = (b.pkts == 0).then(|| now.saturating_sub(inst.last_ns[q]));
+            let rate = inst.link.rate_bps();
+            let byte_ns = if rate == 0 { 0.0 } else { 8e9 / rate as f64 };
+            if inst.red[q].drops(red, size, idle, byte_ns, &mut self.dice) {
+                inst.drops.add(ArbiterDrop::Red, 1);
+                inst.last_ns[q] = now;
+                return Err(ArbiterDrop::Red);
+            }
+        }
+        inst.last_ns[q] = now;
         // A refusal is counted by the algorithm, against the flow (the queue's counters).
         inst.sched
             .enqueue(f, p)
             .map_err(|r| ArbiterDrop::Sched(r.reason))?;
+        if inst.link.rate_bps() == 0 {
+            // An unlimited link never holds a packet back: it leaves the queue now (as
+            // dummynet serves an idle link from its enqueue), so that a burst drained from
+            // a mailbox is not dropped at the queue's limit. The algorithm still sees it
+            // go, for the queue's counters. Sent on from the scheduler's delay line, due
+            // now or `delay` later.
+            let (_, mut p) = inst.sched.dequeue().expect("the packet just queued");
+            p.depart_ns = now.max(p.submit_ns);
+            let line = inst.owner.0;
+            let due = p.depart_ns + self.scheds[line].sched.delay_ns;
+            if let Err(p) = self.delays.push(line as u32, due, p) {
+                // Cannot happen: the lines hold as many packets as the engine can.
+                self.pass.push_back(p);
+            }
+            return Ok(());
+        }
         if !inst.ready {
             inst.ready = true;
             self.heap.push(Reverse((inst.link.idle_at_ns(), id)));
@@ -608,6 +685,10 @@ impl Service for Dummynet {
 
     fn dequeue(&mut self, now: u64) -> Option<Pkt> {
         self.now = now;
+        if let Some(p) = self.delays.pop_due(now) {
+            self.last = DELAYED;
+            return Some(p);
+        }
         if let Some(p) = self.pass.pop_front() {
             self.last = NONE;
             return Some(p);
@@ -621,9 +702,22 @@ impl Service for Dummynet {
                 continue;
             };
             match inst.sched.dequeue() {
-                Some((_, p)) => {
+                Some((_, mut p)) => {
                     self.last = id;
-                    return Some(p);
+                    let line = inst.owner.0;
+                    let delay = self.scheds[line].sched.delay_ns;
+                    if delay == 0 {
+                        return Some(p);
+                    }
+                    // Released onto the link now (or at its arrival, when this scan's
+                    // clock reading is older than the packet); sent on `delay` later.
+                    self.charge(&mut p);
+                    let due = now.max(p.submit_ns) + delay;
+                    if let Err(p) = self.delays.push(line as u32, due, p) {
+                        // Cannot happen: the lines hold as many packets as the engine can.
+                        self.last = DELAYED;
+                        return Some(p);
+                    }
                 }
                 None => inst.ready = false,
             }
@@ -632,6 +726,11 @@ impl Service for Dummynet {
     }
 
     fn charge(&mut self, p: &mut Pkt) {
+        if self.last == DELAYED {
+            // Charged to its link when it entered the delay line; `depart_ns` is when it
+            // left the line.
+            return;
+        }
         if self.last == NONE {
             p.depart_ns = self.now.max(p.submit_ns);
             self.passed.sent_pkts += 1;
@@ -654,11 +753,21 @@ impl Service for Dummynet {
         if !self.pass.is_empty() {
             return self.now;
         }
-        self.heap.peek().map_or(self.now, |Reverse((at, _))| *at)
+        let link = self.heap.peek().map(|Reverse((at, _))| *at);
+        match (link, self.delays.next_due()) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(t), None) | (None, Some(t)) => t,
+            (None, None) => self.now,
+        }
     }
 
     fn is_empty(&self) -> bool {
-        self.pass.is_empty() && self.heap.is_empty()
+        self.pass.is_empty() && self.heap.is_empty() && self.delays.is_empty()
+    }
+
+    fn arrivals_may_leave_sooner(&self) -> bool {
+        // Many instances, each with its own link, and delay lines.
+        true
     }
 
     fn max_len(&self, _flow: u32) -> u32 {
@@ -716,6 +825,9 @@ impl Service for Dummynet {
             backlog.bytes += b.bytes;
         }
         backlog.pkts += self.pass.len() as u64;
+        let (pkts, bytes) = self.delays.held();
+        backlog.pkts += pkts;
+        backlog.bytes += bytes;
         backlog.bytes += self.pass.iter().map(|p| u64::from(p.len)).sum::<u64>();
         ServiceSummary {
             algorithm: "dummynet",
@@ -746,6 +858,11 @@ fn add_stats(into: &mut SchedStats, s: &SchedStats) {
     for (r, n) in s.drops.nonzero() {
         into.drops.add(r, n);
     }
+}
+
+/// A new instance's link: the scheduler's rate and burst.
+fn link_of(s: &Sched) -> Link {
+    Link::new(s.bandwidth_bps).with_burst(s.burst_bytes)
 }
 
 fn params_of(s: &Sched) -> Params {

@@ -19,6 +19,9 @@
 //! | `service.rs` | the algorithm and link(s) the arbiter schedules onto | 3.4 |
 //! | `link.rs` | the leaky-bucket link | 3.4 |
 //! | `dummynet.rs` | dummynet-style configurations: instances, dynamic queues (stage 2) | |
+//! | `delay.rs` | delay lines: dummynet's `delay` after an emulated link | |
+//! | `red.rs` | RED and GRED early drop of a queue, as dummynet | |
+//! | `dice.rs` | the arbiter's seeded random numbers (loss, RED) | |
 //! | `dnstats.rs` | their statistics per scheduler, instance and queue (`tc -s`) | |
 //! | `keyring.rs` | how a client hands the arbiter a packet's 5-tuple | |
 //! | `control.rs` | run-time changes (rates, weights, configurations) | |
@@ -47,6 +50,8 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod control;
+mod delay;
+mod dice;
 mod dispatcher;
 pub mod dnstats;
 pub mod dummynet;
@@ -55,6 +60,7 @@ pub mod keyring;
 pub mod latency;
 pub mod link;
 pub mod lock;
+mod red;
 pub mod reload;
 mod service;
 pub mod shared;

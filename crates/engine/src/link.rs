@@ -26,6 +26,9 @@ pub struct Link {
     /// `now`): the per-packet tests compare one word instead of two.
     idle_ceil_ns: u64,
     rate_bps: u64,
+    /// How far behind a packet's arrival an idle link's clock may stay, in 2^-31 ns: the
+    /// transmission time of the burst (dummynet's `burst`), 0 without one.
+    burst: u128,
 }
 
 impl Link {
@@ -46,7 +49,16 @@ impl Link {
             idle_at: 0,
             idle_ceil_ns: 0,
             rate_bps,
+            burst: 0,
         }
+    }
+
+    /// This link, letting an idle link send up to `bytes` at once beyond its rate
+    /// (dummynet's `burst`): a packet arriving after the link was idle for `t` may start
+    /// as if the link had been free since `min(t, the burst's transmission time)` ago.
+    pub fn with_burst(mut self, bytes: u64) -> Self {
+        self.burst = u128::from(self.byte_cost) * u128::from(bytes);
+        self
     }
 
     /// The configured rate in bits per second (0 = unlimited).
@@ -78,8 +90,10 @@ impl Link {
         // `idle_at < arrival_ns << FRAC` unless the rounded-up value is larger; when it is
         // equal, `idle_at` is at most `arrival_ns << FRAC`, so the max is that either way.
         if self.idle_ceil_ns <= arrival_ns {
-            self.idle_at = u128::from(arrival_ns) << FRAC;
-            self.idle_ceil_ns = arrival_ns;
+            // Idle since `idle_at`: the burst's credit, at most what the pause earned.
+            let floor = (u128::from(arrival_ns) << FRAC).saturating_sub(self.burst);
+            self.idle_at = self.idle_at.max(floor);
+            self.idle_ceil_ns = ceil_ns(self.idle_at);
         }
         if self.byte_cost == 0 {
             // An unlimited link: nothing to add, and `idle_at` stays a whole number of ns.
@@ -164,6 +178,21 @@ mod tests {
         // reset never moves time backwards
         l.reset(5);
         assert_eq!(l.idle_at_ns(), 10_100);
+    }
+
+    #[test]
+    fn a_burst_is_earned_by_idle_time_and_capped() {
+        let mut l = Link::new(8_000_000_000).with_burst(300); // 1 ns per byte
+        l.reset(0);
+        assert_eq!(l.transmit_arrived(100, 0), 100, "a new link has no credit");
+        // Idle from 100 to 1000: 300 bytes of credit (not 900), so the link may start at
+        // 700 and three 100-byte packets leave back to back by 1000.
+        assert_eq!(l.transmit_arrived(100, 1_000), 800);
+        assert_eq!(l.transmit_arrived(100, 1_000), 900);
+        assert_eq!(l.transmit_arrived(100, 1_000), 1_000);
+        assert_eq!(l.transmit_arrived(100, 1_000), 1_100, "then at the rate");
+        // Idle for 50 ns only: 50 bytes of credit.
+        assert_eq!(l.transmit_arrived(100, 1_150), 1_200);
     }
 
     #[test]

@@ -33,6 +33,13 @@ pub(crate) trait Service {
     fn wake_at_ns(&self) -> u64;
     /// Whether nothing is queued.
     fn is_empty(&self) -> bool;
+    /// Whether a packet arriving while the arbiter waits for [`Service::wake_at_ns`] may
+    /// leave before then (another instance's link is free, or it only needs to enter a
+    /// delay line): the arbiter then waits so that a client's push wakes it, rather than
+    /// napping through arrivals as it does for one link, where nothing can leave earlier.
+    fn arrivals_may_leave_sooner(&self) -> bool {
+        false
+    }
     /// The largest packet flow `flow` accepts (decision aggregation sizes aggregates by it).
     fn max_len(&self, flow: u32) -> u32;
     /// The links start now: no credit for the time before the engine ran.

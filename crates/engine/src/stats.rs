@@ -243,11 +243,15 @@ pub enum ArbiterDrop {
     /// Its class (flowset or pipe) is not in the current configuration (removed by a
     /// reconfiguration while the packet was in a mailbox).
     NoClass,
+    /// Lost on purpose: its queue emulates random loss (dummynet's `plr`).
+    Plr,
+    /// Dropped early by its queue's RED or GRED.
+    Red,
 }
 
 impl ArbiterDrop {
     /// Number of causes (counter slots).
-    pub const COUNT: usize = DropReason::COUNT + 3;
+    pub const COUNT: usize = DropReason::COUNT + 5;
 
     /// Every cause, in slot order.
     pub fn all() -> [ArbiterDrop; ArbiterDrop::COUNT] {
@@ -255,7 +259,9 @@ impl ArbiterDrop {
             None => ArbiterDrop::Sched(DropReason::ALL[i]),
             Some(0) => ArbiterDrop::QueueLimit,
             Some(1) => ArbiterDrop::InstanceLimit,
-            Some(_) => ArbiterDrop::NoClass,
+            Some(2) => ArbiterDrop::NoClass,
+            Some(3) => ArbiterDrop::Plr,
+            Some(_) => ArbiterDrop::Red,
         })
     }
 
@@ -266,6 +272,8 @@ impl ArbiterDrop {
             ArbiterDrop::QueueLimit => DropReason::COUNT,
             ArbiterDrop::InstanceLimit => DropReason::COUNT + 1,
             ArbiterDrop::NoClass => DropReason::COUNT + 2,
+            ArbiterDrop::Plr => DropReason::COUNT + 3,
+            ArbiterDrop::Red => DropReason::COUNT + 4,
         }
     }
 
@@ -276,6 +284,8 @@ impl ArbiterDrop {
             ArbiterDrop::QueueLimit => "queue_limit".into(),
             ArbiterDrop::InstanceLimit => "instance_limit".into(),
             ArbiterDrop::NoClass => "no_class".into(),
+            ArbiterDrop::Plr => "plr".into(),
+            ArbiterDrop::Red => "red".into(),
         }
     }
 }

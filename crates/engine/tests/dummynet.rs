@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use pspat_config::classify::FlowKey;
 use pspat_config::{
-    Action, AddrMatch, Config, Direction, FlowMask, FlowsetSpec, Match, Prefix, QueueLimit, Rule,
-    SchedSpec, Table, Target, DEFAULT_IDLE_NS,
+    Action, AddrMatch, Config, Direction, FlowMask, FlowsetSpec, Match, Prefix, QueueLimit,
+    QueueManagement, Rule, SchedSpec, Table, Target, DEFAULT_IDLE_NS,
 };
 use pspat_engine::stats::{ArbiterDrop, Filtered};
 use pspat_engine::{Change, Client, ClientConfig, Engine, EngineConfig, SubmitError};
@@ -36,6 +36,7 @@ fn queue(id: u32, sched: u32, weight: u32, mask: FlowMask, max_queues: u32) -> F
         weight,
         max_len: 1500,
         limit: QueueLimit::Packets(256),
+        qm: QueueManagement::default(),
         mask,
         max_queues,
         idle_ns: DEFAULT_IDLE_NS,

@@ -275,7 +275,10 @@ mod tests {
         a.set_sport("http").unwrap();
         a.sport = before.sport;
         let m = e(a.set_sport("nosuchport"));
-        assert!(m.starts_with("sport: ") && m.contains("'nosuchport'"), "{m}");
+        assert!(
+            m.starts_with("sport: ") && m.contains("'nosuchport'"),
+            "{m}"
+        );
         let m = e(a.set_proto("ipx"));
         assert!(m.starts_with("proto: ") && m.contains("'ipx'"), "{m}");
         let m = e(a.set_proto("ip"));

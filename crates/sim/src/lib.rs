@@ -11,7 +11,7 @@
 //! link is [`pspat_sched::reference::link::VirtualLink`], the fluid reference
 //! [`pspat_sched::reference::gps::FluidGps`], the service metrics
 //! [`pspat_sched::reference::wfi::measure`]. This crate adds the traffic
-//! ([`traffic`]), the scenario format ([`scenario`]), the event loop ([`run`]), the
+//! ([`traffic`]), the scenario format ([`scenario`]), the event loop ([`mod@run`]), the
 //! reductions ([`metrics`]), the plots ([`plot`], drawn by `pspat-plot`) and parameter
 //! sweeps ([`sweep`]), which also drive `pspat bench wfi`'s fill/drain experiments of the
 //! harness for the QFQ+ paper's reproductions.

@@ -1,7 +1,13 @@
 //! What a run measured, per flow and per group, and the reductions that produce it
 //! (percentiles, Jain's index, burst completion by burst length).
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
+
+/// The drop reason of a packet the link's emulated random loss (dummynet's pipe `plr`)
+/// took before its queue, beside the scheduler's reasons ([`pspat_sched::DropReason`]).
+pub const PLR: &str = "plr";
 
 /// The `q`-quantile (0..=1) of sorted values by the nearest-rank method (`NaN` when empty).
 pub fn quantile(sorted: &[f32], q: f64) -> f64 {
@@ -30,6 +36,8 @@ pub fn jain(x: &[f64]) -> f64 {
 pub struct Pcts {
     /// Number of samples.
     pub n: u64,
+    /// Smallest.
+    pub min: f64,
     /// Mean.
     pub mean: f64,
     /// Median.
@@ -51,6 +59,7 @@ impl Pcts {
         v.sort_unstable_by(f32::total_cmp);
         Self {
             n: v.len() as u64,
+            min: f64::from(v[0]),
             mean: v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64,
             p50: quantile(v, 0.5),
             p90: quantile(v, 0.9),
@@ -86,19 +95,24 @@ pub struct FlowReport {
     pub packets: u64,
     /// Bytes transmitted.
     pub bytes: u64,
-    /// Packets the scheduler refused.
+    /// Packets dropped: refused by the scheduler or lost by the link's `plr`.
     pub drops: u64,
+    /// Of those, lost by the link's `plr` before the queue.
+    pub drops_plr: u64,
     /// Bytes transmitted over the run's span, bit/s.
     pub throughput_bps: f64,
     /// Share of all transmitted bytes.
     pub share: f64,
     /// `share / phi` (1: exactly its weighted share).
     pub share_over_phi: f64,
-    /// Delay from arrival to the last bit's departure, ns.
+    /// Delay from arrival to delivery (the last bit's departure from the wire plus the
+    /// link's emulated `delay`), ns.
     pub delay: Pcts,
-    /// Burst (response, frame) completion times, ns; empty for non-bursty flows.
+    /// Burst (response, frame) completion times, first arrival to last delivery, ns; empty
+    /// for non-bursty flows.
     pub bursts: Pcts,
-    /// Measured T-WFI, ns (QFQ+ paper eq. 1), when measured.
+    /// Measured T-WFI, ns (QFQ+ paper eq. 1), when measured. It and the other service
+    /// metrics below are on the wire's release times, without the emulated delay.
     pub t_wfi_ns: Option<f64>,
     /// T-WFI in the flow's packet service times `L_i / (phi_i R)`.
     pub t_wfi_service_times: Option<f64>,
@@ -125,8 +139,10 @@ pub struct GroupReport {
     pub arrived: u64,
     /// Packets transmitted.
     pub packets: u64,
-    /// Packets dropped.
+    /// Packets dropped, every reason.
     pub drops: u64,
+    /// Of those, lost by the link's `plr`.
+    pub drops_plr: u64,
     /// Bit/s, all flows together.
     pub throughput_bps: f64,
     /// Share of the transmitted bytes.
@@ -135,7 +151,7 @@ pub struct GroupReport {
     pub share_over_phi: f64,
     /// Jain's index of the flows' throughput per unit weight within the group.
     pub jain: f64,
-    /// Pooled packet delays, ns.
+    /// Pooled packet delays (arrival to delivery, as [`FlowReport::delay`]), ns.
     pub delay: Pcts,
     /// Pooled burst completion times, ns.
     pub bursts: Pcts,
@@ -180,19 +196,29 @@ pub struct SimReport {
     pub rate_bps: f64,
     /// Transmit queue, packets.
     pub txq: u32,
+    /// The link's emulated delay, ns (in the packet delays and burst times, not in the
+    /// service metrics).
+    pub delay_ns: u64,
+    /// The link's emulated loss probability.
+    pub plr: f64,
     /// Seed.
     pub seed: u64,
     /// Flows.
     pub flows: u64,
-    /// Packets arrived.
+    /// Packets arrived (the lost ones included).
     pub arrived: u64,
     /// Packets transmitted.
     pub packets: u64,
     /// Bytes transmitted.
     pub bytes: u64,
-    /// Packets dropped.
+    /// Packets dropped, every reason.
     pub drops: u64,
-    /// Simulated time until the last departure, ns.
+    /// Packets dropped by reason: the scheduler's reasons by their names
+    /// (`flow_packet_limit`, ...) and [`PLR`]; reasons without drops are absent.
+    pub drops_by_reason: BTreeMap<String, u64>,
+    /// Every packet's delay (arrival to delivery, as [`FlowReport::delay`]), ns.
+    pub delay: Pcts,
+    /// Simulated time until the last departure from the wire (release), ns.
     pub duration_ns: f64,
     /// Fraction of that time the wire was busy.
     pub utilization: f64,
@@ -216,7 +242,7 @@ impl SimReport {
     /// The per-flow table as CSV.
     pub fn flows_csv(&self) -> String {
         let mut s = String::from(
-            "flow,group,weight,phi,arrived,packets,bytes,drops,throughput_bps,share,share_over_phi,\
+            "flow,group,weight,phi,arrived,packets,bytes,drops,drops_plr,throughput_bps,share,share_over_phi,\
              delay_p50_ns,delay_p90_ns,delay_p99_ns,delay_max_ns,bursts,burst_mean_ns,burst_p50_ns,\
              burst_p99_ns,burst_max_ns,t_wfi_ns,t_wfi_service_times,b_wfi_bytes,gps_delay_ns,\
              gps_lag_bytes\n",
@@ -224,7 +250,7 @@ impl SimReport {
         let o = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
         for f in &self.per_flow {
             s.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 f.flow,
                 f.group,
                 f.weight,
@@ -233,6 +259,7 @@ impl SimReport {
                 f.packets,
                 f.bytes,
                 f.drops,
+                f.drops_plr,
                 f.throughput_bps,
                 f.share,
                 f.share_over_phi,
@@ -258,14 +285,14 @@ impl SimReport {
     /// The per-group table as CSV.
     pub fn groups_csv(&self) -> String {
         let mut s = String::from(
-            "group,flows,weight,phi,arrived,packets,drops,throughput_bps,share,share_over_phi,\
+            "group,flows,weight,phi,arrived,packets,drops,drops_plr,throughput_bps,share,share_over_phi,\
              jain,delay_p50_ns,delay_p90_ns,delay_p99_ns,delay_max_ns,bursts,burst_mean_ns,\
              burst_p99_ns,t_wfi_ns,t_wfi_service_times,b_wfi_bytes,gps_delay_ns\n",
         );
         let o = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
         for g in &self.groups {
             s.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 g.name,
                 g.flows,
                 g.weight,
@@ -273,6 +300,7 @@ impl SimReport {
                 g.arrived,
                 g.packets,
                 g.drops,
+                g.drops_plr,
                 g.throughput_bps,
                 g.share,
                 g.share_over_phi,
@@ -296,9 +324,21 @@ impl SimReport {
 
 impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The emulation's keys and the drops by reason are printed only when the link
+        // emulates something, so that a plain run prints what it always has.
+        let emulating = self.delay_ns > 0 || self.plr > 0.0;
+        let emulation = if emulating {
+            format!(
+                " delay={} plr={}",
+                pspat_units::format_duration(self.delay_ns),
+                self.plr
+            )
+        } else {
+            String::new()
+        };
         writeln!(
             f,
-            "{} alg={}{} rate={}bps txq={} seed={} flows={}",
+            "{} alg={}{} rate={}bps{emulation} txq={} seed={} flows={}",
             if self.name.is_empty() {
                 "sim"
             } else {
@@ -317,10 +357,20 @@ impl std::fmt::Display for SimReport {
         )?;
         writeln!(
             f,
-            "arrived={} sent={} dropped={} simulated={:.3}ms utilization={:.3} jain(all)={:.4}{} wall={:.2}s",
+            "arrived={} sent={} dropped={}{} simulated={:.3}ms utilization={:.3} jain(all)={:.4}{} wall={:.2}s",
             self.arrived,
             self.packets,
             self.drops,
+            if self.plr > 0.0 {
+                let reasons: Vec<String> = self
+                    .drops_by_reason
+                    .iter()
+                    .map(|(r, n)| format!("{r}={n}"))
+                    .collect();
+                format!(" ({})", reasons.join(" "))
+            } else {
+                String::new()
+            },
             self.duration_ns / 1e6,
             self.utilization,
             self.jain_all,
@@ -328,6 +378,30 @@ impl std::fmt::Display for SimReport {
                 .map_or(String::new(), |j| format!(" jain(backlogged)={j:.4}")),
             self.wall_s
         )?;
+        if emulating {
+            let lost = self.drops_by_reason.get(PLR).copied().unwrap_or(0);
+            let ms = |ns: f64| ns / 1e6;
+            writeln!(
+                f,
+                "link: lost={lost} ({:.3}% of arrivals) delivered={:.3}Mbit/s delay min={:.3}ms \
+                 p50={:.3}ms p99={:.3}ms max={:.3}ms (arrival to delivery, {} of it the delay line)",
+                if self.arrived > 0 {
+                    100.0 * lost as f64 / self.arrived as f64
+                } else {
+                    0.0
+                },
+                if self.duration_ns > 0.0 {
+                    self.bytes as f64 * 8e3 / self.duration_ns
+                } else {
+                    0.0
+                },
+                ms(self.delay.min),
+                ms(self.delay.p50),
+                ms(self.delay.p99),
+                ms(self.delay.max),
+                pspat_units::format_duration(self.delay_ns),
+            )?;
+        }
         writeln!(
             f,
             "{:<12} {:>6} {:>6} {:>12} {:>8} {:>10} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10}",
@@ -383,7 +457,7 @@ mod tests {
         assert!(quantile(&[], 0.5).is_nan());
         let mut w = vec![3.0, 1.0, 2.0];
         let p = Pcts::of(&mut w);
-        assert_eq!((p.n, p.mean, p.p50, p.max), (3, 2.0, 2.0, 3.0));
+        assert_eq!((p.n, p.min, p.mean, p.p50, p.max), (3, 1.0, 2.0, 2.0, 3.0));
     }
 
     #[test]

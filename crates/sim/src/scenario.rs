@@ -4,6 +4,9 @@
 //! alg = "drr@quantum=9000"   # any registered algorithm, parameters after '@'
 //! rate_bps = 10e9
 //! txq = 1                    # transmit queue, packets (0: none)
+//! delay = "50ms"             # link emulation (dummynet's pipe `delay`, default 0): a delay
+//!                            # line after the wire, below 10s
+//! plr = 0.01                 # ... and its `plr` (default 0): arrivals lost at random
 //! seed = 1
 //! duration_ms = 20.0         # stop generating after this simulated time...
 //! packets = 1_000_000        # ...or after this many packets, whichever comes first
@@ -23,18 +26,27 @@
 //! arrival = { kind = "request-response", burst = { kind = "fixed", n = 8 }, think_us = 50 }
 //! ```
 //!
+//! The link is the top-level `rate_bps`, `txq`, `delay` and `plr`: together they are a
+//! dummynet pipe (`pipe 1 config bw 10Mbit/s delay 50ms plr 0.01`) with the scheduler in
+//! front of its wire; see [`mod@crate::run`] for what each does to a packet.
+//!
 //! Unknown keys are errors (a misspelt key would otherwise silently take its default).
 
 use std::path::Path;
+use std::time::Duration;
 
 use pspat_sched::{registry, FlowParams, Params, MAX_WEIGHT};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 use crate::error::SimError;
 use crate::traffic::{ArrivalSpec, SizeDist};
 
 /// Default per-flow queue limit, packets.
 pub const DEFAULT_LIMIT_PKTS: u32 = 1024;
+
+/// The link's emulated delay must be below this: dummynet refuses a pipe `delay` of 10 s or
+/// more, and it bounds what the f32 delay samples lose (under 1 us at 10 s).
+pub const MAX_DELAY: Duration = Duration::from_secs(10);
 
 /// A group of identical flows.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -74,6 +86,23 @@ fn yes() -> bool {
     true
 }
 
+/// Reads the `delay` key: a duration with its unit, through `pspat-units` (the one duration
+/// parser). A TOML number is refused rather than read: pspat's rule makes a bare number
+/// seconds, ipfw's `delay 50` is milliseconds, and either reading would surprise someone.
+fn de_delay<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = Duration;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a duration string for `delay`, such as \"50ms\"")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Duration, E> {
+            pspat_units::parse_duration(v).map_err(|e| E::custom(format!("delay: {e}")))
+        }
+    }
+    d.deserialize_str(V)
+}
+
 /// What to plot for one run.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -101,6 +130,15 @@ pub struct Scenario {
     /// Transmit queue, packets (0: the scheduler is asked when the wire is idle).
     #[serde(default)]
     pub txq: u32,
+    /// Emulated delay of the link (dummynet's pipe `delay`), below [`MAX_DELAY`]: each
+    /// packet the wire releases is delivered this long after its last bit left (TOML: a
+    /// duration string, `"50ms"`).
+    #[serde(default, deserialize_with = "de_delay")]
+    pub delay: Duration,
+    /// Emulated random loss of the link (dummynet's pipe `plr`): the probability, `0..=1`,
+    /// that an arriving packet is lost before its queue.
+    #[serde(default)]
+    pub plr: f64,
     /// Seed of every random draw.
     #[serde(default = "default_seed")]
     pub seed: u64,
@@ -204,6 +242,21 @@ impl Scenario {
         }
         if self.txq > 1 << 20 {
             return bad(format!("txq {} above 2^20", self.txq));
+        }
+        if self.delay >= MAX_DELAY {
+            return bad(format!(
+                "delay {} is not below 10s (dummynet's limit)",
+                pspat_units::format_duration(
+                    u64::try_from(self.delay.as_nanos()).unwrap_or(u64::MAX)
+                )
+            ));
+        }
+        // `contains` is false for NaN too.
+        if !(0.0..=1.0).contains(&self.plr) {
+            return bad(format!(
+                "plr {} is not a probability in 0..=1 (0.01 loses 1% of the packets)",
+                self.plr
+            ));
         }
         match (self.duration_ms, self.packets) {
             (None, None) => return bad("give duration_ms or packets (or both)".into()),
@@ -330,6 +383,22 @@ mod tests {
         assert_eq!(p.pairs(), [("quantum".to_owned(), "9000".to_owned())]);
     }
 
+    /// `OK` with `keys` beside its link rate.
+    fn link(keys: &str) -> String {
+        OK.replace("rate_bps = 1e9", &format!("rate_bps = 1e9\n{keys}"))
+    }
+
+    #[test]
+    fn the_link_emulation_keys_parse() {
+        let s = Scenario::from_toml(&link("delay = \"50ms\"\nplr = 0.01"), "t").unwrap();
+        assert_eq!((s.delay, s.plr), (Duration::from_millis(50), 0.01));
+        // absent: no delay, no loss; the bounds themselves are accepted
+        let s = Scenario::from_toml(OK, "t").unwrap();
+        assert_eq!((s.delay, s.plr), (Duration::ZERO, 0.0));
+        let s = Scenario::from_toml(&link("delay = \"9.999s\"\nplr = 1.0"), "t").unwrap();
+        assert_eq!((s.delay, s.plr), (Duration::from_millis(9999), 1.0));
+    }
+
     #[test]
     fn errors_name_the_problem() {
         let cases = [
@@ -360,6 +429,15 @@ mod tests {
                 OK.replace("name = \"a\"", "name = \"a\"\nmax_len = 100"),
                 "max_len 100",
             ),
+            (link("plr = 1.5"), "plr 1.5 is not a probability"),
+            (link("plr = -0.01"), "plr -0.01 is not a probability"),
+            (link("plr = nan"), "plr NaN is not a probability"),
+            (
+                link("delay = \"50 parsecs\""),
+                "delay: unknown duration unit 'parsecs'",
+            ),
+            (link("delay = 50"), "expected a duration string for `delay`"),
+            (link("delay = \"10s\""), "delay 10s is not below 10s"),
         ];
         for (text, want) in cases {
             let e = Scenario::from_toml(&text, "t").unwrap_err().to_string();

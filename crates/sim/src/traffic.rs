@@ -34,7 +34,7 @@ use crate::error::SimError;
 pub const MAX_SIM_PACKET: u32 = 65_536;
 
 /// A uniform number in `[0, 1)`.
-fn unit(rng: &mut WyRand) -> f64 {
+pub(crate) fn unit(rng: &mut WyRand) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 

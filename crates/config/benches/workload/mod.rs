@@ -67,6 +67,7 @@ pub fn setup() -> (Config, Vec<(Prefix, u32)>) {
                 weight: id,
                 max_len: 1500,
                 limit: QueueLimit::default(),
+                qm: QueueManagement::default(),
                 mask: FlowMask {
                     src_ip: 0xff,
                     ..FlowMask::default()

@@ -25,7 +25,8 @@ use super::rules::{
 };
 use crate::error::ConfigError;
 use crate::model::{
-    Action, AddrMatch, Cond, Config, Direction, Family, FlowMask, Match, Prob, QueueLimit, Target,
+    Action, AddrMatch, Cond, Config, Direction, Family, FlowMask, Match, Probability, QueueLimit,
+    QueueManagement, Target,
 };
 use std::net::IpAddr;
 
@@ -56,6 +57,8 @@ pub struct Class {
     pub weight: u32,
     pub max_len: u32,
     pub limit: QueueLimit,
+    /// Loss and early drop of each of its queues.
+    pub qm: QueueManagement,
     /// The flow mask.
     pub mask: FlowMask,
     /// Most queues per scheduler instance.
@@ -69,7 +72,12 @@ pub struct Sched {
     pub origin: SchedOrigin,
     pub algorithm: String,
     pub params: Vec<(String, String)>,
+    /// Its link: pipe N's for scheduler N and for pipe N's FIFO (see [`crate::model`]).
     pub bandwidth_bps: u64,
+    /// How long a packet leaving the link is held before it is sent on (ns).
+    pub delay_ns: u64,
+    /// Bytes an idle link may send at once beyond its rate.
+    pub burst_bytes: u64,
     /// The scheduler mask.
     pub mask: FlowMask,
     pub max_instances: u32,
@@ -121,11 +129,14 @@ impl Classifier {
         let mut sched_index = BTreeMap::new();
         for s in config.schedulers.values() {
             sched_index.insert(s.id, scheds.len() as u32);
+            let link = config.link_of(s);
             scheds.push(Sched {
                 origin: SchedOrigin::Sched(s.id),
                 algorithm: s.algorithm.clone(),
                 params: s.params.clone(),
-                bandwidth_bps: s.bandwidth_bps,
+                bandwidth_bps: link.bandwidth_bps,
+                delay_ns: link.delay_ns,
+                burst_bytes: link.burst_bytes,
                 mask: s.mask,
                 max_instances: s.max_instances,
                 idle_ns: s.idle_ns,
@@ -144,6 +155,7 @@ impl Classifier {
                 weight: f.weight,
                 max_len: f.max_len,
                 limit: f.limit,
+                qm: f.qm,
                 mask: f.mask,
                 max_queues: f.max_queues,
                 idle_ns: f.idle_ns,
@@ -157,6 +169,8 @@ impl Classifier {
                 algorithm: "fifo".to_string(),
                 params: Vec::new(),
                 bandwidth_bps: p.bandwidth_bps,
+                delay_ns: p.delay_ns,
+                burst_bytes: p.burst_bytes,
                 mask: p.mask,
                 max_instances: p.max_instances,
                 idle_ns: p.idle_ns,
@@ -170,6 +184,7 @@ impl Classifier {
                 // and `pspat shape` schedules whole frames, longer than a 1500-byte MTU.
                 max_len: PIPE_MAX_LEN,
                 limit: p.limit,
+                qm: p.qm,
                 mask: FlowMask::default(),
                 max_queues: 1,
                 idle_ns: p.idle_ns,
@@ -311,9 +326,9 @@ impl Classifier {
                 src_not: m.not.src,
                 dst_not: m.not.dst,
                 families,
-                prob: m
-                    .prob
-                    .map_or(ALWAYS, |p| (u64::from(p.0) << 32) / u64::from(Prob::ONE)),
+                prob: m.prob.map_or(ALWAYS, |p| {
+                    (u64::from(p.0) << 32) / u64::from(Probability::ONE.0)
+                }),
                 opts,
                 action,
             });

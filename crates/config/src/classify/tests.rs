@@ -26,6 +26,7 @@ pub(crate) fn flowset(id: u32, sched: u32, weight: u32, mask: FlowMask) -> Flows
         weight,
         max_len: 1500,
         limit: QueueLimit::default(),
+        qm: QueueManagement::default(),
         mask,
         max_queues: DEFAULT_MAX_QUEUES,
         idle_ns: DEFAULT_IDLE_NS,
@@ -294,6 +295,7 @@ fn tablearg_from_the_destination_table_and_as_pipe() {
             },
             max_instances: 16,
             idle_ns: 5,
+            ..PipeSpec::new(7)
         },
     );
     c.tables.insert(
@@ -1017,6 +1019,7 @@ mod reference {
                 mask: FlowMask::default(),
                 max_instances: 1,
                 idle_ns: 1,
+                ..PipeSpec::new(7)
             });
             c.tables.insert(1.into(), t1);
             c.tables.insert(2.into(), t2);

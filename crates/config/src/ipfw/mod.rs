@@ -5,6 +5,7 @@
 
 pub mod lexer;
 pub mod names;
+mod objects;
 pub mod parser;
 pub mod print;
 pub mod rule;

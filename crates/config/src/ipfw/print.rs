@@ -113,8 +113,44 @@ pub fn ports(ps: &[PortRange]) -> String {
 pub fn limit(l: &QueueLimit) -> String {
     match l {
         QueueLimit::Packets(n) => n.to_string(),
-        QueueLimit::Bytes(b) => units::format_bytes(*b),
+        // ipfw knows K and bytes only as queue units.
+        QueueLimit::Bytes(b) if b % 1024 == 0 => format!("{}KB", b / 1024),
+        QueueLimit::Bytes(b) => format!("{b}B"),
     }
+}
+
+/// A probability as a decimal that reads back to the same value (`0.01`, `1`, `0`).
+pub fn probability(p: Probability) -> String {
+    match p.0 {
+        0 => "0".into(),
+        n if n >= Probability::ONE.0 => "1".into(),
+        n => format!("0.{n:09}").trim_end_matches('0').to_owned(),
+    }
+}
+
+/// RED parameters as `red`/`gred` take them: `w_q/min_th/max_th/max_p`.
+pub fn red_params(r: &Red) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        probability(r.w_q),
+        r.min_th,
+        r.max_th,
+        probability(r.max_p)
+    )
+}
+
+/// A queue's loss and early drop as options (` plr 0.01 red 0.002/30/80/0.1`), empty
+/// when it has neither.
+fn queue_management(qm: &QueueManagement) -> String {
+    let mut s = String::new();
+    if !qm.plr.is_zero() {
+        let _ = write!(s, " plr {}", probability(qm.plr));
+    }
+    if let Some(r) = &qm.red {
+        let kind = if r.gentle { "gred" } else { "red" };
+        let _ = write!(s, " {kind} {}", red_params(r));
+    }
+    s
 }
 
 impl Display for Action {
@@ -141,15 +177,6 @@ pub fn not(not: bool) -> &'static str {
     } else {
         ""
     }
-}
-
-/// A probability in billionths as a decimal (`0.25`, `1`).
-pub fn prob(p: Prob) -> String {
-    if p.0 >= Prob::ONE {
-        return "1".into();
-    }
-    let s = format!("0.{:09}", p.0);
-    s.trim_end_matches('0').to_owned()
 }
 
 /// A DSCP code point set as ipfw names it (`ef,af11`), numbers where there is no name.
@@ -210,13 +237,10 @@ pub fn options(os: &[RuleOption]) -> String {
 
 impl Display for SchedSpec {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "sched {} config type {} bw {}",
-            self.id,
-            self.algorithm,
-            units::format_bandwidth(self.bandwidth_bps)
-        )?;
+        write!(f, "sched {} config type {}", self.id, self.algorithm)?;
+        if self.bandwidth_bps != 0 {
+            write!(f, " bw {}", units::format_bandwidth(self.bandwidth_bps))?;
+        }
         if !self.mask.is_empty() {
             write!(f, " mask {}", mask_words(&self.mask))?;
         }
@@ -248,6 +272,7 @@ impl Display for FlowsetSpec {
             limit(&self.limit),
             self.max_len
         )?;
+        f.write_str(&queue_management(&self.qm))?;
         if !self.mask.is_empty() {
             write!(f, " mask {}", mask_words(&self.mask))?;
         }
@@ -269,6 +294,13 @@ impl Display for PipeSpec {
             units::format_bandwidth(self.bandwidth_bps),
             limit(&self.limit)
         )?;
+        if self.delay_ns != 0 {
+            write!(f, " delay {}", self.delay_ns / 1_000_000)?;
+        }
+        if self.burst_bytes != 0 {
+            write!(f, " burst {}", self.burst_bytes)?;
+        }
+        f.write_str(&queue_management(&self.qm))?;
         if !self.mask.is_empty() {
             write!(f, " mask {}", mask_words(&self.mask))?;
         }
@@ -287,7 +319,7 @@ impl Display for Rule {
         let proto = m.proto.map_or_else(|| "ip".to_owned(), proto_name);
         write!(f, "add {} ", self.number)?;
         if let Some(p) = m.prob {
-            write!(f, "prob {} ", prob(p))?;
+            write!(f, "prob {} ", probability(p))?;
         }
         write!(
             f,

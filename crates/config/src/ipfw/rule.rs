@@ -505,18 +505,18 @@ fn set_once<T>(c: &Cursor<'_, '_>, t: Token<'_>, slot: &mut Option<T>, v: T, wha
 }
 
 /// `prob P`: 0 < P <= 1, in billionths.
-fn prob(text: &str) -> Result<Prob, String> {
+fn prob(text: &str) -> Result<Probability, String> {
     let p: f64 = text
         .parse()
         .map_err(|_| format!("'{}' is not a probability (0 < P <= 1)", cut(text)))?;
-    let ppb = (p * f64::from(Prob::ONE)).round();
+    let ppb = (p * f64::from(Probability::ONE.0)).round();
     if !(p > 0.0 && p <= 1.0) || ppb < 1.0 {
         return Err(format!(
             "probability {} is not in (0, 1] (at least 0.000000001)",
             cut(text)
         ));
     }
-    Ok(Prob(ppb as u32))
+    Ok(Probability(ppb as u32))
 }
 
 /// The conditions of a rule as they are read, each settable once.
@@ -817,7 +817,7 @@ pub fn protocol_str(text: &str) -> Result<Option<u8>, String> {
 }
 
 /// A probability (`0.25`).
-pub fn prob_str(text: &str) -> Result<Prob, String> {
+pub fn prob_str(text: &str) -> Result<Probability, String> {
     prob(text)
 }
 
@@ -1004,7 +1004,7 @@ mod tests {
     fn actions_prob_and_numbers() {
         let r = one("add 100 prob 0.25 skipto 200 ip from any to any");
         assert_eq!(r.action, Action::Skipto(Target::Id(200)));
-        assert_eq!(r.matcher.prob, Some(Prob(250_000_000)));
+        assert_eq!(r.matcher.prob, Some(Probability(250_000_000)));
         assert_eq!(
             one("add 1 skipto tablearg ip from table(1) to any").action,
             Action::Skipto(Target::Tablearg)

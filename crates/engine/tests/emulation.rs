@@ -1,0 +1,177 @@
+//! dummynet's link emulation behind the arbiter: a pipe's `delay` holds every packet after
+//! the link, `plr` loses packets with its own drop reason, RED drops early, and a queue
+//! attached to a pipe runs on the pipe's link. Configurations are written in ipfw syntax,
+//! as users write them.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pspat_config::classify::FlowKey;
+use pspat_config::{parse_ipfw, Direction};
+use pspat_engine::clock;
+use pspat_engine::config::{ClientConfig, EngineConfig};
+use pspat_engine::engine::Engine;
+use pspat_engine::stats::ArbiterDrop;
+use pspat_engine::SchedRef;
+use pspat_engine::{Client, SubmitError};
+use pspat_io::{Backend, Pkt, SendError, Sender};
+
+/// Records, per packet sent, how long after its submission it reached the backend (ns).
+#[derive(Default)]
+struct Delays(Mutex<Vec<u64>>);
+
+struct DelayBackend(Arc<Delays>);
+struct DelaySender(Arc<Delays>);
+
+impl Backend for DelayBackend {
+    fn name(&self) -> &'static str {
+        "delays"
+    }
+    fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
+        Ok(Box::new(DelaySender(Arc::clone(&self.0))))
+    }
+}
+
+impl Sender for DelaySender {
+    fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
+        let now = clock::now_ns();
+        self.0
+             .0
+            .lock()
+            .unwrap()
+            .extend(batch.iter().map(|p| now - p.submit_ns));
+        Ok(batch.len())
+    }
+}
+
+fn start(text: &str, clients: usize, backend: Arc<dyn Backend>) -> (Engine, Vec<Client>) {
+    let config = parse_ipfw(text, "t.ipfw").unwrap_or_else(|e| panic!("{e}"));
+    let mut cfg = EngineConfig::new("fifo", Vec::new(), vec![ClientConfig::default(); clients]);
+    cfg.mailbox_entries = 4096;
+    cfg.dummynet = Some(Arc::new(config));
+    Engine::start(&cfg, backend).unwrap()
+}
+
+fn key(last: u8) -> FlowKey {
+    FlowKey::v4(
+        u32::from_be_bytes([10, 0, 0, last]),
+        0x0a01_0001,
+        5000,
+        53,
+        17,
+    )
+}
+
+/// Submits `n` packets of `len` bytes, waiting while the mailbox is full.
+fn submit_all(c: &mut Client, k: &FlowKey, n: u32, len: u32) {
+    let mut sent = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sent < n {
+        match c.submit_key(k, len, Direction::Out) {
+            Ok(_) => sent += 1,
+            Err(SubmitError::MailboxFull) => {
+                assert!(Instant::now() < deadline, "stuck after {sent} packets");
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn a_pipe_delays_every_packet_and_loses_its_share_with_its_own_reason() {
+    const N: u32 = 40_000;
+    let rec = Arc::new(Delays::default());
+    let (engine, mut clients) = start(
+        "pipe 1 config delay 20 plr 0.05\nadd 100 pipe 1 ip from any to any\n",
+        1,
+        Arc::new(DelayBackend(Arc::clone(&rec))),
+    );
+    submit_all(&mut clients[0], &key(1), N, 200);
+    let report = engine.stop(true);
+    let c = &report.snapshot.clients[0];
+    let lost = c.dropped[ArbiterDrop::Plr.slot()];
+    assert_eq!(c.sent + lost, u64::from(N), "every packet sent or lost");
+    assert_eq!(c.dropped_total(), lost, "no other drop");
+    // 5% of 40 000 is 2 000, standard deviation 44.
+    assert!((1_800..=2_200).contains(&lost), "{lost} lost");
+    let mut d = rec.0.lock().unwrap().clone();
+    assert_eq!(d.len() as u64, c.sent);
+    d.sort_unstable();
+    let ms = |ns: u64| ns as f64 / 1e6;
+    assert!(d[0] >= 20_000_000, "a packet left after {} ms", ms(d[0]));
+    let p50 = d[d.len() / 2];
+    assert!(p50 < 25_000_000, "median {} ms for a 20 ms delay", ms(p50));
+    let dn = report
+        .sched
+        .and_then(|s| s.dummynet)
+        .expect("a dummynet configuration has statistics");
+    assert_eq!(dn.totals().drops.get(ArbiterDrop::Plr), lost);
+}
+
+#[test]
+fn red_drops_early_on_a_congested_queue_and_counts_it() {
+    let (engine, mut clients) = start(
+        "pipe 1 config bw 4Mbit/s queue 100 red 0.02/5/30/0.1\nadd 100 pipe 1 ip from any to any\n",
+        1,
+        Arc::new(pspat_io::null::Null),
+    );
+    // 4 Mbit/s is 500 packets of 1000 B per second: 2000 packets keep it congested for
+    // about 4 s, so stop early without draining.
+    let c = &mut clients[0];
+    let k = key(1);
+    let t0 = Instant::now();
+    let mut accepted = 0u64;
+    while t0.elapsed() < Duration::from_millis(600) {
+        match c.submit_key(&k, 1000, Direction::Out) {
+            Ok(_) => accepted += 1,
+            Err(SubmitError::MailboxFull) => std::thread::sleep(Duration::from_micros(200)),
+            Err(e) => panic!("{e}"),
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let report = engine.stop(false);
+    let s = &report.snapshot.clients[0];
+    let red = s.dropped[ArbiterDrop::Red.slot()];
+    assert!(
+        red > 0,
+        "no early drop in {accepted} packets: {:?}",
+        s.dropped
+    );
+    // The average stays below the 100-slot limit, so RED, not the tail, drops.
+    let tail = s.dropped_total() - red;
+    assert!(tail < red, "{tail} tail drops, {red} early");
+}
+
+#[test]
+fn a_queue_attached_to_a_pipe_runs_on_its_link_and_delay() {
+    let rec = Arc::new(Delays::default());
+    let (engine, mut clients) = start(
+        "pipe 1 config bw 40Mbit/s delay 10\n\
+         queue 1 config pipe 1 weight 3 queue 4096\n\
+         add 100 queue 1 ip from any to any\n",
+        1,
+        Arc::new(DelayBackend(Arc::clone(&rec))),
+    );
+    // 5000 packets of 1000 B at 40 Mbit/s: 1 s on the link.
+    let t0 = Instant::now();
+    submit_all(&mut clients[0], &key(1), 5_000, 1000);
+    let report = engine.stop(true);
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(report.snapshot.clients[0].sent, 5_000);
+    assert!(secs > 0.95, "5000 packets at 40 Mbit/s took only {secs} s");
+    let d = rec.0.lock().unwrap();
+    assert!(
+        d.iter().all(|&ns| ns >= 10_000_000),
+        "a packet skipped the delay"
+    );
+    let dn = report
+        .sched
+        .and_then(|s| s.dummynet)
+        .expect("a dummynet configuration has statistics");
+    let s = dn
+        .scheduler(SchedRef::Sched(1))
+        .expect("queue 1 runs on sched 1, pipe 1's default scheduler");
+    assert_eq!(s.algorithm, "wf2q+");
+    assert_eq!(s.bandwidth_bps, 40_000_000);
+}
