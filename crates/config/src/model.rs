@@ -460,6 +460,23 @@ pub struct Match {
     pub options: Vec<RuleOption>,
 }
 
+impl Match {
+    /// Sets the conditions that `not` may precede from `(negated, condition)` pairs, as
+    /// both front ends read them (`None`: no condition).
+    pub fn set_negatable(
+        &mut self,
+        src: Option<(bool, AddrMatch)>,
+        dst: Option<(bool, AddrMatch)>,
+        src_ports: Option<(bool, Vec<PortRange>)>,
+        dst_ports: Option<(bool, Vec<PortRange>)>,
+    ) {
+        (self.not.src, self.src) = src.unwrap_or_default();
+        (self.not.dst, self.dst) = dst.unwrap_or_default();
+        (self.not.src_ports, self.src_ports) = src_ports.unwrap_or_default();
+        (self.not.dst_ports, self.dst_ports) = dst_ports.unwrap_or_default();
+    }
+}
+
 /// Conditions of a [`Match`] written after `not`: each then holds when it would not.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Negations {

@@ -518,31 +518,25 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
         let r = r.into_inner();
         let number = r.number.unwrap_or_else(|| next_rule_number(last));
         last = last.max(number);
-        let (src_not, src) = r.src.map(|x| x.0).unwrap_or_default();
-        let (dst_not, dst) = r.dst.map(|x| x.0).unwrap_or_default();
-        let (sp_not, src_ports) = r.src_port.map(|x| x.0).unwrap_or_default();
-        let (dp_not, dst_ports) = r.dst_port.map(|x| x.0).unwrap_or_default();
+        let mut matcher = Match {
+            direction: r.dir.map(|x| x.0),
+            proto: r.proto.and_then(|x| x.0),
+            prob: r.prob.map(|p| p.0),
+            options: r.options.map(|o| o.0).unwrap_or_default(),
+            ..Match::default()
+        };
+        matcher.set_negatable(
+            r.src.map(|x| x.0),
+            r.dst.map(|x| x.0),
+            r.src_port.map(|x| x.0),
+            r.dst_port.map(|x| x.0),
+        );
         d.rules.push(Located {
             at: at(span),
             item: Rule {
                 number,
                 action: r.action.0,
-                matcher: Match {
-                    direction: r.dir.map(|x| x.0),
-                    proto: r.proto.and_then(|x| x.0),
-                    src,
-                    dst,
-                    src_ports,
-                    dst_ports,
-                    not: Negations {
-                        src: src_not,
-                        dst: dst_not,
-                        src_ports: sp_not,
-                        dst_ports: dp_not,
-                    },
-                    prob: r.prob.map(|p| p.0),
-                    options: r.options.map(|o| o.0).unwrap_or_default(),
-                },
+                matcher,
             },
         });
     }

@@ -327,21 +327,29 @@ fn addr(c: &mut Cursor<'_, '_>) -> R<AddrMatch> {
 
 /// An inclusive range of numbers up to `max` (`80`, `1000-2000`); `what` names a value.
 pub(super) fn value_range(text: &str, max: u16, what: &str) -> Result<PortRange, String> {
-    let p = |s: &str| {
+    range_of(text, "range", |s| {
         s.parse::<u16>()
             .ok()
             .filter(|v| *v <= max)
             .ok_or_else(|| format!("'{}' is not {what} (0..={max}) or range lo-hi", cut(text)))
-    };
+    })
+}
+
+/// `lo-hi` or a single value, each end read by `one`; `what` names an empty range.
+fn range_of(
+    text: &str,
+    what: &str,
+    one: impl Fn(&str) -> Result<u16, String>,
+) -> Result<PortRange, String> {
     let (lo, hi) = match text.split_once('-') {
-        Some((a, b)) => (p(a)?, p(b)?),
+        Some((a, b)) => (one(a)?, one(b)?),
         None => {
-            let v = p(text)?;
+            let v = one(text)?;
             (v, v)
         }
     };
     if lo > hi {
-        return Err(format!("range '{}' is empty (lo > hi)", cut(text)));
+        return Err(format!("{what} '{}' is empty (lo > hi)", cut(text)));
     }
     Ok(PortRange { lo, hi })
 }
@@ -361,26 +369,15 @@ pub fn port_range(text: &str) -> Result<PortRange, String> {
     if let Some(p) = service(text) {
         return Ok(PortRange { lo: p, hi: p });
     }
-    let one = |s: &str| {
+    range_of(text, "port range", |s| {
         service(s).or_else(|| s.parse::<u16>().ok()).ok_or_else(|| {
             format!(
-                "'{}' is not a port (0..=65535, or a service name: http, ssh, ...) or \
-                     range lo-hi",
+                "'{}' is not a port (0..=65535, or a service name: http, ssh, ...) or range \
+                 lo-hi",
                 cut(text)
             )
         })
-    };
-    let (lo, hi) = match text.split_once('-') {
-        Some((a, b)) => (one(a)?, one(b)?),
-        None => {
-            let v = one(text)?;
-            (v, v)
-        }
-    };
-    if lo > hi {
-        return Err(format!("port range '{}' is empty (lo > hi)", cut(text)));
-    }
-    Ok(PortRange { lo, hi })
+    })
 }
 
 /// Whether the token starts a port list: a number (not an address) or a service name.
@@ -563,29 +560,18 @@ pub(super) fn rule(c: &mut Cursor<'_, '_>, highest: u32) -> R<Rule> {
     let mut k = Conds::default();
     body(c, &mut k)?;
     options(c, &mut k)?;
-    let (src_not, src) = k.src.unwrap_or_default();
-    let (dst_not, dst) = k.dst.unwrap_or_default();
-    let (sp_not, src_ports) = k.sp.unwrap_or_default();
-    let (dp_not, dst_ports) = k.dp.unwrap_or_default();
+    let mut matcher = Match {
+        direction: k.dir,
+        proto: k.proto.flatten(),
+        prob: prob_,
+        options: k.options,
+        ..Match::default()
+    };
+    matcher.set_negatable(k.src, k.dst, k.sp, k.dp);
     Ok(Rule {
         number,
         action,
-        matcher: Match {
-            direction: k.dir,
-            proto: k.proto.flatten(),
-            src,
-            dst,
-            src_ports,
-            dst_ports,
-            not: Negations {
-                src: src_not,
-                dst: dst_not,
-                src_ports: sp_not,
-                dst_ports: dp_not,
-            },
-            prob: prob_,
-            options: k.options,
-        },
+        matcher,
     })
 }
 
