@@ -77,9 +77,9 @@ fn config() -> Config {
         },
     );
     c.tables.insert(
-        1,
+        1.into(),
         Table {
-            id: 1,
+            id: 1.into(),
             entries: vec![
                 (v4(0, 1), 1),
                 (v4(0x0a00_0000, 8), 2),
@@ -90,9 +90,9 @@ fn config() -> Config {
         },
     );
     c.tables.insert(
-        2,
+        2.into(),
         Table {
-            id: 2,
+            id: 2.into(),
             entries: vec![(v4(0xc0a8_0000, 16), 5), (v6(0, 0), 7)],
         },
     );
@@ -120,7 +120,7 @@ fn config() -> Config {
             action: Action::Pipe(Target::Tablearg),
             matcher: m(&|m| {
                 m.direction = Some(Direction::In);
-                m.dst = AddrMatch::Table(2);
+                m.dst = AddrMatch::Table(2.into());
             }),
         },
         Rule {
@@ -134,7 +134,7 @@ fn config() -> Config {
         Rule {
             number: 50,
             action: Action::Queue(Target::Tablearg),
-            matcher: m(&|m| m.src = AddrMatch::Table(1)),
+            matcher: m(&|m| m.src = AddrMatch::Table(1.into())),
         },
         Rule {
             number: 60,

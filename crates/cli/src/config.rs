@@ -44,7 +44,8 @@ pub struct CheckArgs {
 /// A configuration without rules that would drop every packet is a valid model (the
 /// dummynet slides' excerpts in `examples/config/` are such), so it passes here, with a
 /// warning on stderr that `pspat run` and `pspat shape` refuse it
-/// ([`pspat_config::check_not_empty`]).
+/// ([`pspat_config::check_not_empty`]). Rules that match interfaces get a note on stderr:
+/// only `pspat shape` has interfaces.
 pub fn check(a: &CheckArgs) -> Result<()> {
     let origin = a.file.display().to_string();
     let text = pspat_config::read_file(&a.file)?;
@@ -54,6 +55,15 @@ pub fn check(a: &CheckArgs) -> Result<()> {
     let cfg = pspat_config::parse_str(&text, format, &origin)?;
     if let Err(e) = pspat_config::check_not_empty(&cfg, &origin) {
         eprintln!("warning: {e}; pspat run and pspat shape refuse it");
+    }
+    let named = pspat_config::rules_naming_interfaces(&cfg);
+    if !named.is_empty() {
+        let list: Vec<String> = named.iter().map(u32::to_string).collect();
+        eprintln!(
+            "note: {origin}: rule(s) {} match interfaces (recv, xmit, via): only pspat shape \
+             has them (packets received on --in, sent on --out); pspat run refuses this file",
+            list.join(", ")
+        );
     }
     if !a.quiet {
         let model = match a.print {

@@ -91,6 +91,7 @@ fn the_ipfw_examples_use_every_keyword() {
     }
     let missing: Vec<&str> = pspat_config::ipfw::parser::KEYWORDS
         .iter()
+        .chain(pspat_config::ipfw::rule::RULE_KEYWORDS)
         .copied()
         .filter(|k| !words.contains(*k))
         .collect();

@@ -37,7 +37,7 @@ fn bench(c: &mut Criterion) {
         assert_eq!(
             etherparse_key(f),
             match parse_frame(f) {
-                Ok(Parsed::Ip(k)) => Some(k),
+                Ok(Parsed::Ip(k)) => Some(k.five_tuple()),
                 _ => None,
             }
         );

@@ -204,6 +204,22 @@ pub fn check_not_empty(c: &Config, origin: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The numbers of the rules that match an interface (`recv`, `xmit`, `via`): only
+/// `pspat shape` has interfaces, and a classifier without them refuses these rules
+/// (`classify/interfaces.rs`).
+pub fn rules_naming_interfaces(c: &Config) -> Vec<u32> {
+    c.rules
+        .iter()
+        .filter(|r| {
+            r.matcher
+                .options
+                .iter()
+                .any(|o| matches!(o.cond, Cond::Iface(..)))
+        })
+        .map(|r| r.number)
+        .collect()
+}
+
 impl Config {
     /// The configuration as TOML ([`toml::to_toml`]).
     pub fn to_toml(&self) -> String {

@@ -313,8 +313,96 @@ pub enum AddrMatch {
     Any,
     /// Inside one of these prefixes (`1.2.3.0/24`, or `{ a, b }` lists).
     Prefixes(Vec<Prefix>),
-    /// Present in this table (`table(1)`); the value found is the rule's `tablearg`.
-    Table(u32),
+    /// Present in this table (`table(1)`, `table(T1)`; `table(T1,3)` only entries of
+    /// value 3); the value found is the rule's `tablearg`.
+    Table(TableRef),
+}
+
+/// A table's name. ipfw names tables by a word (`T1`, `__rule__x__source`: letters,
+/// digits, `_`, `-` and `.`, at most [`TableName::MAX_LEN`] characters); a number is a
+/// name too (`table 1`), written without leading zeros. Numbers sort first, by value, then
+/// other names by text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TableName(String);
+
+impl TableName {
+    /// Longest name, as ipfw's (`IPFW_TABLE_NAME_LEN` less its terminating NUL).
+    pub const MAX_LEN: usize = 63;
+
+    /// The name `text`, or why it is not one.
+    pub fn new(text: &str) -> Result<TableName, String> {
+        let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        if text.is_empty() || text.len() > Self::MAX_LEN || !text.chars().all(ok) {
+            return Err(format!(
+                "'{}' is not a table name (1..={} letters, digits, `_`, `-` or `.`)",
+                crate::error::cut(text),
+                Self::MAX_LEN
+            ));
+        }
+        if text.bytes().all(|b| b.is_ascii_digit()) {
+            return text
+                .parse::<u32>()
+                .map(TableName::from)
+                .map_err(|_| format!("table number {} is too large", crate::error::cut(text)));
+        }
+        Ok(TableName(text.to_owned()))
+    }
+
+    /// The name as written (a number in decimal).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The number, if the name is one.
+    pub fn number(&self) -> Option<u32> {
+        self.0.parse().ok()
+    }
+}
+
+impl From<u32> for TableName {
+    fn from(n: u32) -> Self {
+        TableName(n.to_string())
+    }
+}
+
+impl Ord for TableName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        match (self.number(), other.number()) {
+            (Some(a), Some(b)) => a.cmp(&b),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => self.0.cmp(&other.0),
+        }
+    }
+}
+
+impl PartialOrd for TableName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A lookup in a table, as an address condition: `table(T)`, or `table(T,V)` to accept
+/// only the entries of value V.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TableRef {
+    pub name: TableName,
+    pub value: Option<u32>,
+}
+
+impl From<u32> for TableRef {
+    fn from(n: u32) -> Self {
+        TableRef {
+            name: n.into(),
+            value: None,
+        }
+    }
 }
 
 /// An inclusive port range; a single port is `lo == hi`.
@@ -344,6 +432,11 @@ pub enum Action {
     Allow,
     /// Drop it, counted against the rule (`deny`).
     Deny,
+    /// Go on with the first rule numbered at least N (`skipto N`), after this one: rules
+    /// only jump forward.
+    Skipto(Target),
+    /// Match and go on with the next rule (`count`).
+    Count,
 }
 
 /// What a rule matches. Every present condition must hold.
@@ -361,12 +454,123 @@ pub struct Match {
     pub src_ports: Vec<PortRange>,
     /// Destination ports; empty = any.
     pub dst_ports: Vec<PortRange>,
+    /// Which of the conditions above were written after `not`.
+    pub not: Negations,
+    /// Match only with this probability (`prob P`, `0 < P <= 1`), drawn per packet
+    /// before anything else is looked at; `None` = always.
+    pub prob: Option<Probability>,
+    /// The other conditions (`tcpflags`, `iplen`, `via`, ...), in the order written.
+    pub options: Vec<RuleOption>,
+}
+
+impl Match {
+    /// Sets the conditions that `not` may precede from `(negated, condition)` pairs, as
+    /// both front ends read them (`None`: no condition).
+    pub fn set_negatable(
+        &mut self,
+        src: Option<(bool, AddrMatch)>,
+        dst: Option<(bool, AddrMatch)>,
+        src_ports: Option<(bool, Vec<PortRange>)>,
+        dst_ports: Option<(bool, Vec<PortRange>)>,
+    ) {
+        (self.not.src, self.src) = src.unwrap_or_default();
+        (self.not.dst, self.dst) = dst.unwrap_or_default();
+        (self.not.src_ports, self.src_ports) = src_ports.unwrap_or_default();
+        (self.not.dst_ports, self.dst_ports) = dst_ports.unwrap_or_default();
+    }
+}
+
+/// Conditions of a [`Match`] written after `not`: each then holds when it would not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Negations {
+    pub src: bool,
+    pub dst: bool,
+    pub src_ports: bool,
+    pub dst_ports: bool,
+}
+
+/// One rule option, maybe negated (`not via igb0`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RuleOption {
+    pub not: bool,
+    pub cond: Cond,
+}
+
+/// A condition of a rule option.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Cond {
+    /// IPv4 (`ip4`, also as the protocol: `ip4 from ...`) or IPv6 packets (`ip6`).
+    Family(Family),
+    /// TCP packets with every flag of `set` and none of `clear` (`tcpflags syn,!ack`,
+    /// `setup`); bits as in the TCP header ([`tcp_flag`]).
+    TcpFlags { set: u8, clear: u8 },
+    /// TCP packets with RST or ACK set (`established`).
+    Established,
+    /// The IP datagram's length in bytes (IPv4 total length, IPv6 payload length plus
+    /// 40) in one of the ranges (`iplen 1-128`).
+    IpLen(Vec<PortRange>),
+    /// The IPv4 TTL or IPv6 hop limit in one of the ranges (`ipttl 1-2`).
+    IpTtl(Vec<PortRange>),
+    /// The DSCP code point is one whose bit is set (bit N: code point N) (`dscp ef,af11`).
+    Dscp(u64),
+    /// The interface the packet was received on, leaves by, or either (`recv`, `xmit`,
+    /// `via`).
+    Iface(IfaceDir, IfName),
+}
+
+/// TCP flag bits, as in the header's 13th byte, with their ipfw names.
+pub mod tcp_flag {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+    /// `(name, bit)` in the order ipfw prints them.
+    pub const NAMES: &[(&str, u8)] = &[
+        ("fin", FIN),
+        ("syn", SYN),
+        ("rst", RST),
+        ("psh", PSH),
+        ("ack", ACK),
+        ("urg", URG),
+        ("ece", ECE),
+        ("cwr", CWR),
+    ];
+}
+
+/// An address family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+/// Which interface an interface condition looks at. ipfw's `via` is the transmit
+/// interface of a packet that has one (on its way out), else the receive interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IfaceDir {
+    Recv,
+    Xmit,
+    Via,
+}
+
+/// An interface in a condition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IfName {
+    /// Any interface: the packet has one (`via any`).
+    Any,
+    /// An interface name, in which `*` stands for any run of characters (`igb*`).
+    Name(String),
 }
 
 /// A classifier rule (`add [N] ACTION MATCH`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
-    /// Rule number, `1..=65535`; rules are tried in increasing number, equal numbers in the
+    /// Rule number, `1..=65534` (65535 is ipfw's default rule: see
+    /// [`Config::default_action`]); rules are tried in increasing number, equal numbers in the
     /// order they were written.
     pub number: u32,
     pub action: Action,
@@ -375,9 +579,9 @@ pub struct Rule {
 
 /// A lookup table: prefixes to values (`table N add PREFIX VALUE`). The longest matching
 /// prefix wins.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Table {
-    pub id: u32,
+    pub id: TableName,
     /// Entries, sorted by prefix (resolution sorts and rejects duplicates).
     pub entries: Vec<(Prefix, u32)>,
 }
@@ -388,7 +592,7 @@ pub struct Config {
     pub schedulers: BTreeMap<u32, SchedSpec>,
     pub flowsets: BTreeMap<u32, FlowsetSpec>,
     pub pipes: BTreeMap<u32, PipeSpec>,
-    pub tables: BTreeMap<u32, Table>,
+    pub tables: BTreeMap<TableName, Table>,
     /// Sorted by number (stable).
     pub rules: Vec<Rule>,
     /// What happens to a packet no rule matched (`Deny` unless configured).

@@ -24,8 +24,11 @@
 //! - every reference exists: flowset -> scheduler, rule -> flowset or pipe, `table(N)` ->
 //!   table, and for a `queue tablearg` (`pipe tablearg`) rule every value of the table it
 //!   looks up names a flowset (pipe);
-//! - a `tablearg` rule looks up exactly one table (with two, which value would be the
-//!   argument is a question better refused than answered silently);
+//! - a `tablearg` rule looks up exactly one table, not negated (with two, which value
+//!   would be the argument is a question better refused than answered silently);
+//! - rule numbers are 1..=65534 (65535 is ipfw's default rule), a fixed `skipto` jumps
+//!   forward, `not any` (which matches nothing) is refused, and rule options are in range
+//!   (`prob`, TCP flags both required and refused, empty lists);
 //! - prefixes are canonical (no bit set past the prefix length: `1.2.4.0/20` is refused,
 //!   naming `1.2.0.0/20`), and a prefix length fits its family;
 //! - table entries are sorted by prefix and a prefix entered twice in one table is refused;
@@ -41,18 +44,22 @@ use pspat_sched::{Desc, MAX_PACKET_LEN, MAX_WEIGHT};
 use crate::error::ConfigError;
 use crate::model::*;
 
-/// Largest id of any object, and largest rule number (ipfw's).
+/// Largest id of any object.
 pub const MAX_ID: u32 = 65535;
+
+/// Largest rule number: 65535 is ipfw's default rule, which a file does not add
+/// ([`Config::default_action`] is what it does).
+pub const MAX_RULE: u32 = 65534;
 
 /// ipfw's step between automatically numbered rules (`net.inet.ip.fw.autoinc_step`).
 pub const AUTOINC_STEP: u32 = 100;
 
 /// The number ipfw gives a rule written without one: the highest number so far plus
-/// [`AUTOINC_STEP`], or the highest itself when that would reach the default rule's,
-/// [`MAX_ID`] (rules may share a number; they keep their order). As FreeBSD's
-/// `ip_fw_sockopt.c` does when it adds a rule numbered 0.
+/// [`AUTOINC_STEP`], or the highest itself when that would pass [`MAX_RULE`] (rules may
+/// share a number; they keep their order). As FreeBSD's `ip_fw_sockopt.c` does when it
+/// adds a rule numbered 0.
 pub fn next_rule_number(highest: u32) -> u32 {
-    if highest < MAX_ID - AUTOINC_STEP {
+    if highest + AUTOINC_STEP <= MAX_RULE {
         highest + AUTOINC_STEP
     } else {
         highest
@@ -73,10 +80,10 @@ pub struct Located<T> {
     pub at: Option<Loc>,
 }
 
-/// A table command: `table N create` (no entry) or `table N add PREFIX VALUE`.
+/// A table command: `table T create` (no entry) or `table T add PREFIX VALUE`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableCmd {
-    pub table: u32,
+    pub table: TableName,
     pub entry: Option<(Prefix, u32)>,
 }
 
@@ -308,10 +315,12 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
         }
     }
     // Tables: collect, then sort and find duplicates.
-    let mut entries: BTreeMap<u32, Vec<(Prefix, u32, Option<Loc>)>> = BTreeMap::new();
+    let mut entries: BTreeMap<TableName, Vec<(Prefix, u32, Option<Loc>)>> = BTreeMap::new();
     for Located { item, at } in &draft.tables {
-        check_id("table", item.table).map_err(|m| e(*at, m))?;
-        let list = entries.entry(item.table).or_default();
+        if let Some(n) = item.table.number() {
+            check_id("table", n).map_err(|m| e(*at, m))?;
+        }
+        let list = entries.entry(item.table.clone()).or_default();
         if let Some((p, v)) = item.entry {
             check_prefix(&p).map_err(|m| e(*at, format!("table {}: {m}", item.table)))?;
             list.push((p, v, *at));
@@ -329,7 +338,7 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
             }
         }
         let entries = list.into_iter().map(|(p, v, _)| (p, v)).collect();
-        cfg.tables.insert(id, Table { id, entries });
+        cfg.tables.insert(id.clone(), Table { id, entries });
     }
 
     // Rules.
@@ -361,28 +370,62 @@ fn check_addr(cfg: &Config, a: &AddrMatch) -> Result<(), String> {
             ps.iter().try_for_each(check_prefix)
         }
         AddrMatch::Table(t) => {
-            if cfg.tables.contains_key(t) {
+            if cfg.tables.contains_key(&t.name) {
                 Ok(())
             } else {
-                Err(format!("table({t}) is not defined"))
+                Err(format!("table({}) is not defined", t.name))
             }
         }
     }
 }
 
 fn check_ports(ps: &[PortRange]) -> Result<(), String> {
+    check_ranges("port", ps)
+}
+
+fn check_ranges(what: &str, ps: &[PortRange]) -> Result<(), String> {
     for p in ps {
         if p.lo > p.hi {
-            return Err(format!("port range {}-{} is empty", p.lo, p.hi));
+            return Err(format!("{what} range {}-{} is empty", p.lo, p.hi));
+        }
+    }
+    Ok(())
+}
+
+/// Checks what a front end cannot write wrong but a model made by code can.
+fn check_options(m: &Match) -> Result<(), String> {
+    if let Some(p) = m.prob {
+        if p.is_zero() || p > Probability::ONE {
+            return Err(format!("prob {} billionths is not in (0, 1]", p.0));
+        }
+    }
+    for o in &m.options {
+        match &o.cond {
+            Cond::TcpFlags { set, clear } if set & clear != 0 => {
+                return Err("a TCP flag both required and refused matches nothing".into())
+            }
+            Cond::IpLen(rs) if rs.is_empty() => return Err("iplen without a value".into()),
+            Cond::IpTtl(rs) if rs.is_empty() || rs.iter().any(|r| r.hi > 255) => {
+                return Err("ipttl values are 0..=255".into())
+            }
+            Cond::IpLen(rs) => check_ranges("iplen", rs)?,
+            Cond::IpTtl(rs) => check_ranges("ipttl", rs)?,
+            Cond::Dscp(0) => return Err("dscp without a code point".into()),
+            Cond::Iface(_, IfName::Name(n)) if n.is_empty() => {
+                return Err("an empty interface name".into())
+            }
+            _ => {}
         }
     }
     Ok(())
 }
 
 /// Checks an action's target; `table` is the table a tablearg comes from.
-fn check_action(cfg: &Config, a: &Action, table: Option<u32>) -> Result<(), String> {
+fn check_action(cfg: &Config, a: &Action, table: Option<&TableName>) -> Result<(), String> {
     let (kind, target, exists): (&str, Target, &dyn Fn(u32) -> bool) = match a {
-        Action::Allow | Action::Deny => return Ok(()),
+        Action::Allow | Action::Deny | Action::Count => return Ok(()),
+        // Any number is a place in the rules (past the last: what no rule matched).
+        Action::Skipto(t) => ("skipto", *t, &|_| true),
         Action::Queue(t) => ("queue", *t, &|n| cfg.flowsets.contains_key(&n)),
         Action::Pipe(t) => ("pipe", *t, &|n| cfg.pipes.contains_key(&n)),
     };
@@ -400,7 +443,7 @@ fn check_action(cfg: &Config, a: &Action, table: Option<u32>) -> Result<(), Stri
                     "{kind} tablearg needs exactly one table(N) lookup in the rule"
                 ));
             };
-            for (p, v) in &cfg.tables[&t].entries {
+            for (p, v) in &cfg.tables[t].entries {
                 if !exists(*v) {
                     return Err(format!(
                         "{kind} tablearg: table {t} sends {}/{} to {kind} {v}, which is not \
@@ -415,18 +458,38 @@ fn check_action(cfg: &Config, a: &Action, table: Option<u32>) -> Result<(), Stri
 }
 
 fn check_rule(cfg: &Config, r: &Rule) -> Result<(), String> {
-    if !(1..=MAX_ID).contains(&r.number) {
-        return Err(format!("rule numbers are 1..={MAX_ID}"));
+    if !(1..=MAX_RULE).contains(&r.number) {
+        return Err(format!(
+            "rule numbers are 1..={MAX_RULE} (65535 is ipfw's default rule: write `default \
+             ACTION`)"
+        ));
+    }
+    if let Action::Skipto(Target::Id(n)) = r.action {
+        if n <= r.number {
+            return Err(format!(
+                "skipto {n} does not jump forward (rules only skip to a higher number; ipfw \
+                 would go on with the next rule)"
+            ));
+        }
     }
     let m = &r.matcher;
     check_addr(cfg, &m.src).map_err(|e| format!("source: {e}"))?;
     check_addr(cfg, &m.dst).map_err(|e| format!("destination: {e}"))?;
     check_ports(&m.src_ports)?;
     check_ports(&m.dst_ports)?;
-    let tables: Vec<u32> = [&m.src, &m.dst]
+    check_options(m)?;
+    let not_any = |neg: bool, a: &AddrMatch| neg && *a == AddrMatch::Any;
+    if not_any(m.not.src, &m.src) || not_any(m.not.dst, &m.dst) {
+        return Err("`not any` matches nothing".into());
+    }
+    if (m.not.src_ports && m.src_ports.is_empty()) || (m.not.dst_ports && m.dst_ports.is_empty()) {
+        return Err("`not` before no port condition matches nothing".into());
+    }
+    // A negated lookup holds when the address is not in the table: it has no value.
+    let tables: Vec<&TableName> = [(m.not.src, &m.src), (m.not.dst, &m.dst)]
         .into_iter()
-        .filter_map(|a| match a {
-            AddrMatch::Table(t) => Some(*t),
+        .filter_map(|(not, a)| match a {
+            AddrMatch::Table(t) if !not => Some(&t.name),
             _ => None,
         })
         .collect();

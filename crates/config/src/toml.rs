@@ -32,14 +32,19 @@
 //!
 //! [[rule]]                              # add 100 queue 1 udp from 1.2.3.4 to any 53 out
 //! number = 100                          # optional: the highest so far + 100
-//! action = "queue 1"                    # "pipe 2", "queue tablearg", "allow", "deny"
+//! action = "queue 1"                    # "pipe 2", "queue tablearg", "skipto 300", "count",
+//!                                       # "allow", "deny"
+//! prob = 0.5                            # optional: `prob 0.5`
 //! proto = "udp"                         # or a number
-//! src = "1.2.3.4"                       # "any", "table(1)", a prefix, or a list of them
-//! dst-port = 53                         # or "1000-2000", "80,443", or a list
+//! src = "1.2.3.4"                       # "any", "table(1)", "table(T1,3)", a prefix, a list
+//!                                       # of them, or "not ..." any of these
+//! dst-port = 53                         # or "1000-2000", "80,443", "http", "not 53", a list
 //! dir = "out"
+//! options = "tcpflags syn,!ack via igb0" # the other rule options, in ipfw syntax
 //!
 //! [table.1]                             # table 1 add 1.2.3.0/24 20
 //! "1.2.3.0/24" = 20
+//! [table.T1]                            # a named table
 //! ```
 //!
 //! Unknown keys are refused everywhere (`deny_unknown_fields`, and by hand in `mask`).
@@ -226,26 +231,33 @@ loose_newtype!(Proto, Option<u8>, |v| match v {
         .map_err(|_| format!("protocol number {i} is not 0..=255")),
     other => parser::protocol_str(&other.word()?),
 });
-loose_newtype!(Addr, AddrMatch, |v| match v {
+loose_newtype!(Addr, (bool, AddrMatch), |v| match v {
     Loose::List(xs) => {
         let mut ps = Vec::new();
         for x in xs {
             ps.push(parser::parse_prefix(&x.word()?)?);
         }
-        Ok(AddrMatch::Prefixes(ps))
+        Ok((false, AddrMatch::Prefixes(ps)))
     }
-    other => parser::addr_str(&other.word()?),
+    other => parser::neg_addr_str(&other.word()?),
 });
-loose_newtype!(Ports, Vec<PortRange>, |v| match v {
+loose_newtype!(Ports, (bool, Vec<PortRange>), |v| match v {
     Loose::List(xs) => {
         let mut out = Vec::new();
         for x in xs {
             out.extend(parser::ports_str(&x.word()?)?);
         }
-        Ok(out)
+        Ok((false, out))
     }
-    other => parser::ports_str(&other.word()?),
+    other => parser::neg_ports_str(&other.word()?),
 });
+loose_newtype!(ProbT, Probability, |v| match v {
+    Loose::Int(_) | Loose::Float(_) | Loose::Str(_) => parser::prob_str(&v.word()?),
+    _ => Err("expected a probability (0 < P <= 1)".into()),
+});
+loose_newtype!(Options, Vec<RuleOption>, |v| parser::options_str(
+    &v.word()?
+));
 loose_newtype!(Delay, u64, |v| match v {
     Loose::Int(i) => parser::delay_str(&i.to_string()),
     other => parser::delay_str(&other.word()?),
@@ -323,6 +335,8 @@ struct RuleT {
     dst: Option<Addr>,
     src_port: Option<Ports>,
     dst_port: Option<Ports>,
+    prob: Option<ProbT>,
+    options: Option<Options>,
 }
 
 #[derive(Deserialize)]
@@ -504,39 +518,49 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
         let r = r.into_inner();
         let number = r.number.unwrap_or_else(|| next_rule_number(last));
         last = last.max(number);
+        let mut matcher = Match {
+            direction: r.dir.map(|x| x.0),
+            proto: r.proto.and_then(|x| x.0),
+            prob: r.prob.map(|p| p.0),
+            options: r.options.map(|o| o.0).unwrap_or_default(),
+            ..Match::default()
+        };
+        matcher.set_negatable(
+            r.src.map(|x| x.0),
+            r.dst.map(|x| x.0),
+            r.src_port.map(|x| x.0),
+            r.dst_port.map(|x| x.0),
+        );
         d.rules.push(Located {
             at: at(span),
             item: Rule {
                 number,
                 action: r.action.0,
-                matcher: Match {
-                    direction: r.dir.map(|x| x.0),
-                    proto: r.proto.and_then(|x| x.0),
-                    src: r.src.map(|x| x.0).unwrap_or_default(),
-                    dst: r.dst.map(|x| x.0).unwrap_or_default(),
-                    src_ports: r.src_port.map(|x| x.0).unwrap_or_default(),
-                    dst_ports: r.dst_port.map(|x| x.0).unwrap_or_default(),
-                },
+                matcher,
             },
         });
     }
     for (id, entries) in file.table {
-        let table = id
-            .get_ref()
-            .parse::<u32>()
+        let table = TableName::new(id.get_ref())
             .ok()
-            .filter(|n| (1..=MAX_ID).contains(n))
+            .filter(|t| t.number().map_or(true, |n| (1..=MAX_ID).contains(&n)))
             .ok_or_else(|| {
                 syntax(
                     text,
                     origin,
                     id.span(),
-                    format!("a table's key is its number, 1..={MAX_ID}"),
+                    format!(
+                        "a table's key is its name or number (1..={MAX_ID}): letters, digits, \
+                         `_`, `-` and `.`"
+                    ),
                 )
             })?;
         d.tables.push(Located {
             at: at(id.span()),
-            item: TableCmd { table, entry: None },
+            item: TableCmd {
+                table: table.clone(),
+                entry: None,
+            },
         });
         for (k, v) in entries {
             let p = parser::parse_prefix(k.get_ref())
@@ -544,7 +568,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
             d.tables.push(Located {
                 at: at(k.span()),
                 item: TableCmd {
-                    table,
+                    table: table.clone(),
                     entry: Some((p, *v.get_ref())),
                 },
             });
@@ -571,13 +595,25 @@ fn mask_inline(m: &FlowMask) -> String {
     format!("{{ {} }}", fields.join(", "))
 }
 
-fn addr_value(a: &AddrMatch) -> String {
+fn addr_value(not: bool, a: &AddrMatch) -> String {
     match a {
-        AddrMatch::Prefixes(ps) if ps.len() > 1 => {
+        AddrMatch::Prefixes(ps) if ps.len() > 1 && !not => {
             let v: Vec<String> = ps.iter().map(|p| quote(&print::prefix(p))).collect();
             format!("[{}]", v.join(", "))
         }
-        other => quote(&print::addr(other)),
+        other => quote(&format!("{}{}", print::not(not), print::addr(other))),
+    }
+}
+
+/// A TOML key: bare when it can be, quoted otherwise.
+fn key(k: &str) -> String {
+    if !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        k.to_owned()
+    } else {
+        quote(k)
     }
 }
 
@@ -666,20 +702,29 @@ pub fn to_toml(c: &Config) -> String {
             r.number,
             quote(&r.action.to_string())
         );
+        if let Some(p) = m.prob {
+            let _ = writeln!(s, "prob = {}", quote(&print::probability(p)));
+        }
         if let Some(p) = m.proto {
             let _ = writeln!(s, "proto = {}", quote(&print::proto_name(p)));
         }
+        let ports = |not: bool, ps: &[PortRange]| {
+            quote(&format!("{}{}", print::not(not), print::ports(ps)))
+        };
         if m.src != AddrMatch::Any {
-            let _ = writeln!(s, "src = {}", addr_value(&m.src));
+            let _ = writeln!(s, "src = {}", addr_value(m.not.src, &m.src));
         }
         if !m.src_ports.is_empty() {
-            let _ = writeln!(s, "src-port = {}", quote(&print::ports(&m.src_ports)));
+            let _ = writeln!(s, "src-port = {}", ports(m.not.src_ports, &m.src_ports));
         }
         if m.dst != AddrMatch::Any {
-            let _ = writeln!(s, "dst = {}", addr_value(&m.dst));
+            let _ = writeln!(s, "dst = {}", addr_value(m.not.dst, &m.dst));
         }
         if !m.dst_ports.is_empty() {
-            let _ = writeln!(s, "dst-port = {}", quote(&print::ports(&m.dst_ports)));
+            let _ = writeln!(s, "dst-port = {}", ports(m.not.dst_ports, &m.dst_ports));
+        }
+        if !m.options.is_empty() {
+            let _ = writeln!(s, "options = {}", quote(&print::options(&m.options)));
         }
         match m.direction {
             Some(Direction::In) => s.push_str("dir = \"in\"\n"),
@@ -688,7 +733,7 @@ pub fn to_toml(c: &Config) -> String {
         }
     }
     for t in c.tables.values() {
-        let _ = writeln!(s, "\n[table.{}]", t.id);
+        let _ = writeln!(s, "\n[table.{}]", key(t.id.as_str()));
         for (p, v) in &t.entries {
             let _ = writeln!(s, "{} = {v}", quote(&print::prefix(p)));
         }

@@ -74,7 +74,7 @@ fn masks_tables_and_tablearg() {
          sched 3 config type QFQ bw 4Mbit/s mask dst-ip 255.255.0.0 src-ip6 /48 proto 0x11\n",
     );
     assert_eq!(c.rules[0].number, 100, "autoincrement from nothing");
-    assert_eq!(c.rules[0].matcher.src, AddrMatch::Table(1));
+    assert_eq!(c.rules[0].matcher.src, AddrMatch::Table(1.into()));
     assert_eq!(c.flowsets[&20].mask.src_ip, 0xff);
     let m = c.schedulers[&3].mask;
     assert_eq!(m.dst_ip, 0xffff_0000);
@@ -82,7 +82,7 @@ fn masks_tables_and_tablearg() {
     assert_eq!(m.proto, 0x11);
     assert_eq!(c.schedulers[&3].algorithm, "qfq", "canonical name");
     assert_eq!(
-        c.tables[&1].entries,
+        c.tables[&1.into()].entries,
         vec![(v4([1, 2, 3, 0], 24), 20), (v4([1, 2, 3, 8], 32), 21)]
     );
 }
@@ -290,13 +290,19 @@ fn syntax_errors_point_at_line_column_and_token() {
             "flow label",
         ),
         ("add 100 queue 1 from me to any", 1, 22, "me", "`me`"),
-        ("add 100 queue 1 via em0", 1, 17, "via", "interfaces"),
         (
-            "add 100 count ip from any to any",
+            "add 100 queue 1 via table(1)",
+            1,
+            21,
+            "table(1)",
+            "matched by name",
+        ),
+        (
+            "add 100 fwd 1.2.3.4 ip from any to any",
             1,
             9,
-            "count",
-            "expected an action",
+            "fwd",
+            "next hop",
         ),
         ("add 100 allow from any", 1, 23, "", "expected `to`"),
         ("add 100 allow out out", 1, 19, "out", "twice"),
@@ -497,9 +503,17 @@ fn toml_errors_point_at_line_column_and_key() {
     let (line, col, tok, msg) = at(&e);
     assert_eq!((line, col, tok), (3, 1, "\"1.2.3.0/99\""), "{e}");
     assert!(msg.contains("0..=32"), "{e}");
-    // a bad table number
-    let e = toml_err("[table.x]\n");
-    assert!(at(&e).3.contains("table's key is its number"), "{e}");
+    // a bad table name, a table number out of range
+    let e = toml_err("[table.\"x y\"]\n");
+    assert!(
+        at(&e).3.contains("table's key is its name or number"),
+        "{e}"
+    );
+    let e = toml_err("[table.0]\n");
+    assert!(
+        at(&e).3.contains("table's key is its name or number"),
+        "{e}"
+    );
     // TOML syntax itself
     let e = toml_err("[[sched]\n");
     assert_eq!(at(&e).0, 1, "{e}");

@@ -87,7 +87,13 @@ fn config() -> Config {
             )
         })
         .collect();
-    c.tables.insert(1, Table { id: 1, entries });
+    c.tables.insert(
+        1.into(),
+        Table {
+            id: 1.into(),
+            entries,
+        },
+    );
     c.rules = vec![
         Rule {
             number: 1,
@@ -102,7 +108,7 @@ fn config() -> Config {
             number: 2,
             action: Action::Queue(Target::Tablearg),
             matcher: Match {
-                src: AddrMatch::Table(1),
+                src: AddrMatch::Table(1.into()),
                 ..Match::default()
             },
         },

@@ -102,6 +102,49 @@ impl Rng {
             })
             .collect()
     }
+    fn option(&mut self) -> RuleOption {
+        let ranges = |r: &mut Rng, max: u64| {
+            let mut v = Vec::new();
+            for _ in 0..r.range(1, 3) {
+                let a = r.below(max + 1) as u16;
+                let b = r.below(max + 1) as u16;
+                v.push(PortRange {
+                    lo: a.min(b),
+                    hi: a.max(b),
+                });
+            }
+            v
+        };
+        let cond = match self.below(8) {
+            0 => Cond::Family(if self.coin() { Family::V4 } else { Family::V6 }),
+            1 => {
+                let set = self.next() as u8;
+                let clear = self.next() as u8 & !set;
+                if set | clear == 0 {
+                    Cond::Established
+                } else {
+                    Cond::TcpFlags { set, clear }
+                }
+            }
+            2 => Cond::Established,
+            3 => Cond::IpLen(ranges(self, 65535)),
+            4 => Cond::IpTtl(ranges(self, 255)),
+            5 => Cond::Dscp(self.next() | 1 << self.below(64)),
+            _ => {
+                let dir = [IfaceDir::Recv, IfaceDir::Xmit, IfaceDir::Via][self.below(3) as usize];
+                let name = match self.below(3) {
+                    0 => IfName::Any,
+                    1 => IfName::Name(format!("igb{}", self.below(8))),
+                    _ => IfName::Name(format!("vlan{}*", self.below(100))),
+                };
+                Cond::Iface(dir, name)
+            }
+        };
+        RuleOption {
+            not: self.coin(),
+            cond,
+        }
+    }
     fn pick(&mut self, ids: &[u32]) -> u32 {
         ids[self.below(ids.len() as u64) as usize]
     }
@@ -208,8 +251,14 @@ fn random_config(seed: u64) -> Config {
     let flowsets: Vec<u32> = c.flowsets.keys().copied().collect();
     let pipes: Vec<u32> = c.pipes.keys().copied().collect();
     // Tables: values name flowsets, pipes, or anything (then no tablearg rule uses them).
-    let mut table_kind: BTreeMap<u32, u8> = BTreeMap::new();
-    for id in ids(&mut r, 3) {
+    let mut table_kind: BTreeMap<TableName, u8> = BTreeMap::new();
+    for n in ids(&mut r, 3) {
+        // A number, or a name as ipfw(8) and OPNsense write them.
+        let id = match r.below(3) {
+            0 => TableName::new(&format!("T{n}")).unwrap(),
+            1 => TableName::new(&format!("__rule__{n:x}-a.b_src")).unwrap(),
+            _ => TableName::from(n),
+        };
         let kind = r.below(3) as u8;
         let mut entries: Vec<(Prefix, u32)> = (0..r.below(6))
             .filter_map(|_| {
@@ -224,16 +273,29 @@ fn random_config(seed: u64) -> Config {
             .collect();
         entries.sort_by_key(|e| e.0);
         entries.dedup_by_key(|e| e.0);
-        c.tables.insert(id, Table { id, entries });
+        c.tables.insert(
+            id.clone(),
+            Table {
+                id: id.clone(),
+                entries,
+            },
+        );
         table_kind.insert(id, kind);
     }
-    let tables: Vec<u32> = c.tables.keys().copied().collect();
+    let tables: Vec<TableName> = c.tables.keys().cloned().collect();
     let mut number = 0u32;
     for _ in 0..r.below(8) {
-        number = (number + r.range(0, 300) as u32).clamp(1, 65535);
+        number = (number + r.range(0, 300) as u32).clamp(1, 65534);
         let addr = |r: &mut Rng| match r.below(3) {
             0 => AddrMatch::Any,
-            1 if !tables.is_empty() => AddrMatch::Table(r.pick(&tables)),
+            1 if !tables.is_empty() => AddrMatch::Table(TableRef {
+                name: tables[r.below(tables.len() as u64) as usize].clone(),
+                value: if r.coin() {
+                    Some(r.next() as u32)
+                } else {
+                    None
+                },
+            }),
             _ => AddrMatch::Prefixes((0..r.range(1, 3)).map(|_| r.prefix()).collect()),
         };
         let mut m = Match {
@@ -243,27 +305,46 @@ fn random_config(seed: u64) -> Config {
             dst: addr(&mut r),
             src_ports: r.ports(),
             dst_ports: r.ports(),
+            prob: if r.below(4) == 0 {
+                Some(Probability(r.range(1, Probability::ONE.0.into()) as u32))
+            } else {
+                None
+            },
+            options: (0..r.below(3)).map(|_| r.option()).collect(),
+            ..Match::default()
         };
-        let action = match r.below(5) {
+        m.not = Negations {
+            src: r.coin() && m.src != AddrMatch::Any,
+            dst: r.coin() && m.dst != AddrMatch::Any,
+            src_ports: r.coin() && !m.src_ports.is_empty(),
+            dst_ports: r.coin() && !m.dst_ports.is_empty(),
+        };
+        let action = match r.below(7) {
             0 if !flowsets.is_empty() => Action::Queue(Target::Id(r.pick(&flowsets))),
             1 if !pipes.is_empty() => Action::Pipe(Target::Id(r.pick(&pipes))),
             2 | 3 if !tables.is_empty() => {
                 // tablearg: exactly one lookup, in a table whose values fit the action
-                let t = r.pick(&tables);
+                let t = tables[r.below(tables.len() as u64) as usize].clone();
                 let ok_queue = table_kind[&t] == 0 || c.tables[&t].entries.is_empty();
                 let ok_pipe = table_kind[&t] == 1 || c.tables[&t].entries.is_empty();
+                let t = AddrMatch::Table(TableRef {
+                    name: t,
+                    value: None,
+                });
                 if r.coin() {
-                    m.src = AddrMatch::Table(t);
+                    (m.src, m.not.src) = (t, false);
                     if matches!(m.dst, AddrMatch::Table(_)) {
-                        m.dst = AddrMatch::Any;
+                        (m.dst, m.not.dst) = (AddrMatch::Any, false);
                     }
                 } else {
-                    m.dst = AddrMatch::Table(t);
+                    (m.dst, m.not.dst) = (t, false);
                     if matches!(m.src, AddrMatch::Table(_)) {
-                        m.src = AddrMatch::Any;
+                        (m.src, m.not.src) = (AddrMatch::Any, false);
                     }
                 }
-                if ok_queue {
+                if r.below(4) == 0 {
+                    Action::Skipto(Target::Tablearg)
+                } else if ok_queue {
                     Action::Queue(Target::Tablearg)
                 } else if ok_pipe {
                     Action::Pipe(Target::Tablearg)
@@ -272,6 +353,10 @@ fn random_config(seed: u64) -> Config {
                 }
             }
             4 => Action::Deny,
+            5 if number < 65534 => {
+                Action::Skipto(Target::Id(r.range(u64::from(number) + 1, 65534) as u32))
+            }
+            6 => Action::Count,
             _ => Action::Allow,
         };
         c.rules.push(Rule {
@@ -312,6 +397,26 @@ fn the_generator_makes_varied_valid_configurations() {
     assert!(
         rules > 300 && tablearg > 20 && entries > 100,
         "{rules} {tablearg} {entries}"
+    );
+    // and the rule language beyond the 5-tuple
+    let all: Vec<Rule> = (0..200u64)
+        .flat_map(|seed| random_config(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).rules)
+        .collect();
+    let count = |f: &dyn Fn(&Rule) -> bool| all.iter().filter(|r| f(r)).count();
+    let named = (0..200u64)
+        .flat_map(|seed| random_config(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).tables)
+        .filter(|(t, _)| t.number().is_none())
+        .count();
+    let (skipto, counts, prob, negated, options) = (
+        count(&|r| matches!(r.action, Action::Skipto(_))),
+        count(&|r| r.action == Action::Count),
+        count(&|r| r.matcher.prob.is_some()),
+        count(&|r| r.matcher.not != Negations::default()),
+        count(&|r| !r.matcher.options.is_empty()),
+    );
+    assert!(
+        skipto > 20 && counts > 20 && prob > 20 && negated > 50 && options > 100 && named > 20,
+        "{skipto} {counts} {prob} {negated} {options} {named}"
     );
 }
 

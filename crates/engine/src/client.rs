@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pspat_config::classify::{Classifier, DropCause, FlowKey, Verdict};
+use pspat_config::classify::{Classifier, DropCause, FlowKey, Rng, Verdict};
 use pspat_config::Direction;
 use pspat_io::Pkt;
 use pspat_mailbox::{Consumer, Producer};
@@ -143,6 +143,9 @@ pub struct Client {
     own: Option<OwnTx>,
     /// Dummynet-style configurations: the classifier in use and its generation.
     classifier: Option<(u64, Arc<Classifier>)>,
+    /// What `prob` rules draw from: this client's own, seeded with its id, so a run's
+    /// decisions repeat.
+    rng: Rng,
 }
 
 impl Client {
@@ -158,6 +161,7 @@ impl Client {
             shared,
             own,
             classifier: None,
+            rng: Rng::new(u64::from(id)),
         }
     }
 
@@ -213,7 +217,9 @@ impl Client {
         len: u32,
         dir: Direction,
     ) -> Result<Accepted, SubmitError> {
-        let verdict = self.classifier()?.classify_frame(frame, dir);
+        let mut rng = self.rng;
+        let verdict = self.classifier()?.classify_frame_with(frame, dir, &mut rng);
+        self.rng = rng;
         let tag = self.stamp.next_seq();
         self.submit_verdict(verdict, len, tag)
     }
@@ -230,7 +236,9 @@ impl Client {
         dir: Direction,
         tag: u32,
     ) -> Result<Accepted, SubmitError> {
-        let verdict = self.classifier()?.classify_frame(frame, dir);
+        let mut rng = self.rng;
+        let verdict = self.classifier()?.classify_frame_with(frame, dir, &mut rng);
+        self.rng = rng;
         self.submit_verdict(verdict, len, tag)
     }
 
@@ -242,7 +250,9 @@ impl Client {
         len: u32,
         dir: Direction,
     ) -> Result<Accepted, SubmitError> {
-        let verdict = self.classifier()?.classify_key(key, dir);
+        let mut rng = self.rng;
+        let verdict = self.classifier()?.classify_key_with(key, dir, &mut rng);
+        self.rng = rng;
         let tag = self.stamp.next_seq();
         self.submit_verdict(verdict, len, tag)
     }

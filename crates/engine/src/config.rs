@@ -110,6 +110,10 @@ pub struct EngineConfig {
     /// are not used: clients submit with [`crate::Client::submit_frame`] or
     /// [`crate::Client::submit_key`] and the configuration decides (see `dummynet.rs`).
     pub dummynet: Option<std::sync::Arc<pspat_config::Config>>,
+    /// The interfaces packets pass between, for the rules' `recv`, `xmit` and `via` (a
+    /// shaper's input and output); none by default, and a configuration whose rules name
+    /// one is then refused.
+    pub interfaces: pspat_config::classify::Interfaces,
 }
 
 impl EngineConfig {
@@ -164,6 +168,7 @@ impl EngineConfig {
             link_spin_ns: 200_000,
             arbiter_timer_slack_ns: None,
             dummynet: None,
+            interfaces: pspat_config::classify::Interfaces::default(),
         }
     }
 }

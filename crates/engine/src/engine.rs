@@ -159,6 +159,8 @@ pub struct Engine {
     dispatchers: Vec<JoinHandle<Option<String>>>,
     arbiter_done: Arc<AtomicBool>,
     handoff: Handoff,
+    /// What reconfigurations compile their rules for ([`EngineConfig::interfaces`]).
+    interfaces: pspat_config::classify::Interfaces,
 }
 
 impl Engine {
@@ -180,9 +182,10 @@ impl Engine {
                             .into(),
                     ));
                 }
-                Some(Arc::new(Classifier::new(dn).map_err(|e| {
-                    EngineError::Config(format!("configuration: {e}"))
-                })?))
+                Some(Arc::new(
+                    Classifier::with_interfaces(dn, &cfg.interfaces)
+                        .map_err(|e| EngineError::Config(format!("configuration: {e}")))?,
+                ))
             }
             None => None,
         };
@@ -343,6 +346,7 @@ impl Engine {
                 dispatchers,
                 arbiter_done,
                 handoff: cfg.handoff,
+                interfaces: cfg.interfaces.clone(),
             },
             clients,
         ))
@@ -382,7 +386,8 @@ impl Engine {
     pub fn reconfigure(&self, change: Change) -> Result<(), EngineError> {
         let change = match change {
             Change::Config(c) => Change::Plan(Arc::new(
-                Classifier::new(&c).map_err(|e| EngineError::Config(e.to_string()))?,
+                Classifier::with_interfaces(&c, &self.interfaces)
+                    .map_err(|e| EngineError::Config(e.to_string()))?,
             )),
             c => c,
         };

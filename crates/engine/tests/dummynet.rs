@@ -268,7 +268,7 @@ fn a_flow_mask_makes_one_queue_per_flow_up_to_a_limit_and_tables_dispatch() {
     c.flowsets
         .insert(21, queue(21, 3, 2, FlowMask::default(), 1));
     let mut t = Table {
-        id: 1,
+        id: 1.into(),
         entries: Vec::new(),
     };
     t.entries.push((
@@ -285,13 +285,13 @@ fn a_flow_mask_makes_one_queue_per_flow_up_to_a_limit_and_tables_dispatch() {
         },
         21,
     ));
-    c.tables.insert(1, t);
+    c.tables.insert(1.into(), t);
     c.rules.push(Rule {
         number: 100,
         action: Action::Queue(Target::Tablearg),
         matcher: Match {
             direction: Some(Direction::Out),
-            src: AddrMatch::Table(1),
+            src: AddrMatch::Table(1.into()),
             ..Match::default()
         },
     });

@@ -205,6 +205,8 @@ impl KeyGen {
             dst_port: dport,
             proto: a.proto,
             v6: self.v6,
+            // A drawn packet has no header fields beside the 5-tuple.
+            ..FlowKey::default()
         }
     }
 }
@@ -269,8 +271,14 @@ mod tests {
         assert!(m.starts_with("dst: ") && m.contains("'ten'"), "{m}");
         let m = e(a.set_dport("90-80"));
         assert!(m.starts_with("dport: ") && m.contains("empty"), "{m}");
-        let m = e(a.set_sport("http"));
-        assert!(m.starts_with("sport: ") && m.contains("'http'"), "{m}");
+        // (service names are ports, as in rules: `http` is 80)
+        a.set_sport("http").unwrap();
+        a.sport = before.sport;
+        let m = e(a.set_sport("nosuchport"));
+        assert!(
+            m.starts_with("sport: ") && m.contains("'nosuchport'"),
+            "{m}"
+        );
         let m = e(a.set_proto("ipx"));
         assert!(m.starts_with("proto: ") && m.contains("'ipx'"), "{m}");
         let m = e(a.set_proto("ip"));

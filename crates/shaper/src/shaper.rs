@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use pspat_config::classify::Interfaces;
 use pspat_engine::reload::{Reload, Reloader};
 use pspat_engine::{Change, ClientConfig, Engine, EngineConfig, Handoff};
 use pspat_io::afpacket::vnet::{self, VNET_HDR_LEN};
@@ -226,6 +227,9 @@ impl Shaper {
         cfg.link_spin_ns = u64::try_from(config.link_spin.as_nanos()).unwrap_or(u64::MAX);
         cfg.arbiter_timer_slack_ns = Some(1_000);
         cfg.dummynet = Some(Arc::new(rules));
+        // The rules' `recv`, `xmit` and `via` see frames received on the input and sent
+        // on the output.
+        cfg.interfaces = Interfaces::between(&config.input, &config.output);
         // A slot holds what the output socket sends: the virtio-net header, then the frame.
         let hdr = if vnet { VNET_HDR_LEN } else { 0 };
         let slots = pool_slots(&cfg);

@@ -78,9 +78,9 @@ pub fn setup() -> (Config, Vec<(Prefix, u32)>) {
         );
     }
     c.tables.insert(
-        1,
+        1.into(),
         Table {
-            id: 1,
+            id: 1.into(),
             entries: entries.clone(),
         },
     );
@@ -125,7 +125,7 @@ pub fn setup() -> (Config, Vec<(Prefix, u32)>) {
             action: Action::Queue(Target::Tablearg),
             matcher: m(|m| {
                 m.direction = Some(Direction::Out);
-                m.src = AddrMatch::Table(1);
+                m.src = AddrMatch::Table(1.into());
             }),
         },
     ];

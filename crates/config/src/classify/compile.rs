@@ -15,16 +15,18 @@
 
 use std::collections::BTreeMap;
 
+use super::interfaces::Interfaces;
 use super::key::FlowKey;
 use super::lpm::Lpm;
 use super::packet::{parse_frame, Parsed};
 use super::rules::{
-    dir_bit, rule_outcome, CAction, CAddr, CRule, DropCause, Outcome, PortCond, RuleSet, TargSlot,
-    Verdict, DIR_IN, DIR_OUT, MAX_CANDS,
+    dir_bit, CAction, CAddr, COpt, CRule, Draw, DropCause, Outcome, PortCond, RuleSet, TargSlot,
+    ThreadRng, Verdict, ALWAYS, ANY_VALUE, DIR_IN, DIR_OUT, FAM_V4, FAM_V6, MAX_CANDS,
 };
 use crate::error::ConfigError;
 use crate::model::{
-    Action, AddrMatch, Config, Direction, FlowMask, QueueLimit, QueueManagement, Target,
+    Action, AddrMatch, Cond, Config, Direction, Family, FlowMask, Match, Probability, QueueLimit,
+    QueueManagement, Target,
 };
 use std::net::IpAddr;
 
@@ -90,8 +92,6 @@ pub struct Classifier {
     rules: RuleSet,
     tables: Vec<Lpm>,
     default: Outcome,
-    /// The verdict of a non-IP frame, per direction (`[In, Out]`).
-    non_ip: [Verdict; 2],
 }
 
 fn invalid(msg: String) -> ConfigError {
@@ -99,19 +99,32 @@ fn invalid(msg: String) -> ConfigError {
 }
 
 impl Classifier {
-    /// Compile `config`.
+    /// Compile `config` for packets that pass no interface (`pspat run`): a rule naming an
+    /// interface is refused (see `interfaces.rs`).
     pub fn new(config: &Config) -> Result<Classifier, ConfigError> {
-        Self::build(config, MAX_CANDS)
+        Self::build(config, &Interfaces::default(), MAX_CANDS)
+    }
+
+    /// Compile `config` for packets passing between `interfaces` (`pspat shape`).
+    pub fn with_interfaces(
+        config: &Config,
+        interfaces: &Interfaces,
+    ) -> Result<Classifier, ConfigError> {
+        Self::build(config, interfaces, MAX_CANDS)
     }
 
     /// [`Classifier::new`] with the rules' candidate lists collapsed to one protocol class
     /// (the fallback for huge rule sets), for tests.
     #[cfg(test)]
     pub(crate) fn new_one_class(config: &Config) -> Result<Classifier, ConfigError> {
-        Self::build(config, 0)
+        Self::build(config, &Interfaces::default(), 0)
     }
 
-    fn build(config: &Config, max_cands: usize) -> Result<Classifier, ConfigError> {
+    fn build(
+        config: &Config,
+        interfaces: &Interfaces,
+        max_cands: usize,
+    ) -> Result<Classifier, ConfigError> {
         let mut scheds = Vec::new();
         let mut sched_index = BTreeMap::new();
         for s in config.schedulers.values() {
@@ -182,7 +195,7 @@ impl Classifier {
         let mut tables = Vec::new();
         let mut table_index = BTreeMap::new();
         for t in config.tables.values() {
-            table_index.insert(t.id, tables.len() as u32);
+            table_index.insert(&t.id, tables.len() as u32);
             tables.push(Lpm::new(t.entries.iter().map(|(p, v)| (p, *v))));
         }
 
@@ -199,7 +212,7 @@ impl Classifier {
         };
 
         let mut rules = Vec::with_capacity(config.rules.len());
-        for r in &config.rules {
+        for (i, r) in config.rules.iter().enumerate() {
             let what = format!("rule {}", r.number);
             let m = &r.matcher;
             let addr = |a: &AddrMatch| -> Result<CAddr, ConfigError> {
@@ -230,28 +243,55 @@ impl Classifier {
                             },
                         }
                     }
-                    AddrMatch::Table(t) => CAddr::Table(
-                        *table_index
-                            .get(t)
-                            .ok_or_else(|| invalid(format!("{what}: table {t} is not defined")))?,
-                    ),
+                    AddrMatch::Table(t) => {
+                        let i = *table_index.get(&t.name).ok_or_else(|| {
+                            invalid(format!("{what}: table {} is not defined", t.name))
+                        })?;
+                        // A value no entry has: an index no lookup returns.
+                        let want = t.value.map_or(ANY_VALUE, |v| {
+                            tables[i as usize]
+                                .values()
+                                .iter()
+                                .position(|x| *x == v)
+                                .map_or(ANY_VALUE - 1, |p| p as u32)
+                        });
+                        CAddr::Table(i, want)
+                    }
                 })
             };
             let src = addr(&m.src)?;
             let dst = addr(&m.dst)?;
+            // The table whose value is the tablearg: the destination's if both; a negated
+            // lookup has no value.
+            let targ_table = match (&dst, m.not.dst, &src, m.not.src) {
+                (CAddr::Table(t, _), false, _, _) | (_, _, CAddr::Table(t, _), false) => {
+                    Some(*t as usize)
+                }
+                _ => None,
+            };
+            let need_table = || {
+                targ_table.ok_or_else(|| {
+                    invalid(format!("{what}: tablearg without a table(N) condition"))
+                })
+            };
+            // Rule index of the first rule numbered `n` or more, past rule `i`.
+            let skip_to = |n: u32| {
+                let at = config.rules.partition_point(|x| x.number < n);
+                at.max(i + 1) as u32
+            };
             let action = match r.action {
                 Action::Allow => CAction::Allow,
                 Action::Deny => CAction::Deny,
+                Action::Count => CAction::Count,
+                Action::Skipto(Target::Id(n)) => CAction::Skipto(skip_to(n)),
+                Action::Skipto(Target::Tablearg) => {
+                    let t = need_table()?;
+                    CAction::SkiptoTablearg(
+                        tables[t].values().iter().map(|v| skip_to(*v)).collect(),
+                    )
+                }
                 Action::Queue(Target::Tablearg) | Action::Pipe(Target::Tablearg) => {
-                    // The table whose value is the tablearg: the destination's if both.
-                    let t = match (&dst, &src) {
-                        (CAddr::Table(t), _) | (_, CAddr::Table(t)) => *t as usize,
-                        _ => {
-                            return Err(invalid(format!(
-                                "{what}: tablearg without a table(N) condition"
-                            )))
-                        }
-                    };
+                    let t = need_table()?;
                     let map = if matches!(r.action, Action::Queue(_)) {
                         &flowset_class
                     } else {
@@ -269,14 +309,12 @@ impl Classifier {
                 }
                 _ => CAction::Class(target(&what, &r.action).map_err(invalid)?.unwrap_or(0)),
             };
-            let src_ports = PortCond::new(&m.src_ports);
-            let dst_ports = PortCond::new(&m.dst_ports);
+            let src_ports = PortCond::new(&m.src_ports).negated(m.not.src_ports);
+            let dst_ports = PortCond::new(&m.dst_ports).negated(m.not.dst_ports);
+            let (families, opts, dirs) = options(&what, m, interfaces)?;
             rules.push(CRule {
                 number: r.number,
-                dirs: match m.direction {
-                    None => DIR_IN | DIR_OUT,
-                    Some(d) => dir_bit(d),
-                },
+                dirs,
                 pd_mask: m.proto.map_or(0, |_| 0xff) | m.direction.map_or(0, |_| 0x300),
                 pd_want: u32::from(m.proto.unwrap_or(0))
                     | m.direction.map_or(0, |d| u32::from(dir_bit(d)) << 8),
@@ -285,6 +323,13 @@ impl Classifier {
                 dst_ports,
                 src,
                 dst,
+                src_not: m.not.src,
+                dst_not: m.not.dst,
+                families,
+                prob: m.prob.map_or(ALWAYS, |p| {
+                    (u64::from(p.0) << 32) / u64::from(Probability::ONE.0)
+                }),
+                opts,
                 action,
             });
         }
@@ -299,26 +344,12 @@ impl Classifier {
             }
             a => Outcome::Class(target("default action", &a).map_err(invalid)?.unwrap_or(0)),
         };
-        let non_ip = [Direction::In, Direction::Out].map(|d| {
-            let bit = dir_bit(d);
-            match rules
-                .iter()
-                .find(|r| r.dirs & bit != 0 && r.matches_non_ip())
-            {
-                // A non-IP rule has no table, so its action is never tablearg; evaluating
-                // it on the zero key gives its verdict.
-                Some(r) => rule_outcome(r, &tables, &FlowKey::default()).unwrap_or(default),
-                None => default,
-            }
-            .verdict(&FlowKey::default())
-        });
         Ok(Classifier {
             classes,
             scheds,
             rules: RuleSet::with_limit(rules, max_cands),
             tables,
             default,
-            non_ip,
         })
     }
 
@@ -357,30 +388,104 @@ impl Classifier {
             .map(|(i, _)| i as u32)
     }
 
-    /// Classify an Ethernet frame.
+    /// Classify an Ethernet frame; `prob` rules draw from the calling thread's generator.
     #[inline]
     pub fn classify_frame(&self, frame: &[u8], dir: Direction) -> Verdict {
+        self.classify_frame_with(frame, dir, &mut ThreadRng)
+    }
+
+    /// Classify an Ethernet frame; `prob` rules draw from `rng` (a client's own).
+    #[inline]
+    pub fn classify_frame_with(
+        &self,
+        frame: &[u8],
+        dir: Direction,
+        rng: &mut impl Draw,
+    ) -> Verdict {
         match parse_frame(frame) {
-            Ok(Parsed::Ip(key)) => self.classify_key(&key, dir),
-            Ok(Parsed::NonIp { .. }) => self.classify_non_ip(dir),
+            Ok(Parsed::Ip(key)) => self.classify_key_with(&key, dir, rng),
+            Ok(Parsed::NonIp { .. }) => self.classify_non_ip_with(dir, rng),
             Err(e) => Verdict::Drop(DropCause::Malformed(e)),
         }
     }
 
-    /// Classify an IP packet by its key.
+    /// Classify an IP packet by its key (see [`FlowKey`] for the header fields a key made
+    /// by hand lacks); `prob` rules draw from the calling thread's generator.
     #[inline]
     pub fn classify_key(&self, key: &FlowKey, dir: Direction) -> Verdict {
+        self.classify_key_with(key, dir, &mut ThreadRng)
+    }
+
+    /// [`Classifier::classify_key`] drawing from `rng`.
+    #[inline]
+    pub fn classify_key_with(&self, key: &FlowKey, dir: Direction, rng: &mut impl Draw) -> Verdict {
         self.rules
-            .evaluate(&self.tables, self.default, key, dir)
+            .evaluate(&self.tables, self.default, key, dir, rng)
             .verdict(key)
     }
 
     /// The verdict of a non-IP frame (see `rules.rs`).
     #[inline]
     pub fn classify_non_ip(&self, dir: Direction) -> Verdict {
-        self.non_ip[match dir {
-            Direction::In => 0,
-            Direction::Out => 1,
-        }]
+        self.classify_non_ip_with(dir, &mut ThreadRng)
     }
+
+    /// [`Classifier::classify_non_ip`] drawing from `rng`.
+    #[inline]
+    pub fn classify_non_ip_with(&self, dir: Direction, rng: &mut impl Draw) -> Verdict {
+        self.rules
+            .evaluate_non_ip(&self.tables, self.default, dir, rng)
+            .verdict(&FlowKey::default())
+    }
+}
+
+/// A rule's options compiled to read the key, each with whether it is negated.
+type COpts = Box<[(bool, COpt)]>;
+
+/// A rule's families (`FAM_*` bits), options compiled to read the key, and directions
+/// (`DIR_*` bits): its direction condition with the directions its interface conditions
+/// fail in taken out.
+fn options(what: &str, m: &Match, interfaces: &Interfaces) -> Result<(u8, COpts, u8), ConfigError> {
+    let mut families = FAM_V4 | FAM_V6;
+    let mut dirs = match m.direction {
+        None => DIR_IN | DIR_OUT,
+        Some(d) => dir_bit(d),
+    };
+    let mut opts = Vec::new();
+    for o in &m.options {
+        let opt = match &o.cond {
+            Cond::Family(f) => {
+                let bit = match f {
+                    Family::V4 => FAM_V4,
+                    Family::V6 => FAM_V6,
+                };
+                families &= if o.not { !bit } else { bit };
+                continue;
+            }
+            Cond::Iface(which, name) => {
+                if interfaces.is_none() {
+                    return Err(invalid(format!(
+                        "{what}: `{o}` matches an interface, and packets here pass none: \
+                         interfaces exist only under `pspat shape` (its --in and --out)"
+                    )));
+                }
+                for d in [Direction::In, Direction::Out] {
+                    if interfaces.holds(d, *which, name) == o.not {
+                        dirs &= !dir_bit(d);
+                    }
+                }
+                continue;
+            }
+            Cond::TcpFlags { set, clear } => COpt::TcpFlags {
+                set: *set,
+                clear: *clear,
+            },
+            Cond::Established => COpt::Established,
+            Cond::IpLen(rs) => COpt::IpLen(PortCond::new(rs)),
+            Cond::IpTtl(rs) => COpt::IpTtl(PortCond::new(rs)),
+            Cond::Dscp(set) => COpt::Dscp(*set),
+        };
+        opts.push((o.not, opt));
+    }
+    Ok((families, opts.into(), dirs))
 }

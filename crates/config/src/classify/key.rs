@@ -4,6 +4,11 @@
 //! `v6 == false`; IPv6 addresses use all 128 bits and `v6 == true`. Protocols without ports
 //! (ICMP, non-first fragments, ...) have ports 0.
 //!
+//! Beside the 5-tuple, a key carries the header fields rule options read (`tcpflags`,
+//! `iplen`, `ipttl`, `dscp`): they fit in the key's padding (it stays 48 bytes), are not
+//! part of the flow (masks clear them, [`FlowKey::to_words`] leaves them out) and are 0 in
+//! a key not parsed from a frame.
+//!
 //! The engine ships keys from the client threads to the arbiter through a ring of `u64`
 //! words, hence [`FlowKey::to_words`] / [`FlowKey::from_words`], and the arbiter's maps hash
 //! them with [`FlowKey::hash64`], a multiply-xorshift mix (a few ns; not DoS-resistant,
@@ -25,6 +30,16 @@ pub struct FlowKey {
     pub proto: u8,
     /// IPv6 (`true`) or IPv4 (`false`).
     pub v6: bool,
+    /// The TCP flags byte (0 for other protocols, non-first fragments, and a TCP header
+    /// cut before it).
+    pub tcp_flags: u8,
+    /// The IPv4 TOS byte or IPv6 traffic class (DSCP in its top 6 bits).
+    pub tos: u8,
+    /// The IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    /// The IP datagram's length: IPv4 total length, IPv6 payload length plus 40
+    /// (saturating).
+    pub ip_len: u16,
 }
 
 /// Multipliers of the mix (odd 64-bit constants with well-spread bits, as in splitmix64).
@@ -42,6 +57,7 @@ impl FlowKey {
             dst_port,
             proto,
             v6: false,
+            ..FlowKey::default()
         }
     }
 
@@ -54,6 +70,20 @@ impl FlowKey {
             dst_port,
             proto,
             v6: true,
+            ..FlowKey::default()
+        }
+    }
+
+    /// The key without the header fields beside the 5-tuple (what [`FlowKey::v4`] and
+    /// [`FlowKey::v6`] build).
+    #[inline]
+    pub fn five_tuple(&self) -> FlowKey {
+        FlowKey {
+            tcp_flags: 0,
+            tos: 0,
+            ttl: 0,
+            ip_len: 0,
+            ..*self
         }
     }
 
@@ -87,6 +117,7 @@ impl FlowKey {
             dst_port: self.dst_port & mask.dst_port,
             proto: self.proto & mask.proto,
             v6: self.v6 && (ms | md) != 0,
+            ..FlowKey::default()
         }
     }
 
@@ -116,6 +147,7 @@ impl FlowKey {
             dst_port: (w[4] >> 16) as u16,
             proto: (w[4] >> 32) as u8,
             v6: (w[4] >> 40) & 1 == 1,
+            ..FlowKey::default()
         }
     }
 
@@ -167,6 +199,7 @@ mod tests {
 
         #[test]
         fn masking_is_idempotent_and_all_keeps_everything(k in any_key()) {
+            // (`any_key` has no header fields beside the 5-tuple, which masks clear.)
             prop_assert_eq!(k.masked(&FlowMask::ALL), k);
             let m = FlowMask { src_ip: 0xff, dst_port: 0xff00, ..FlowMask::default() };
             prop_assert_eq!(k.masked(&m).masked(&m), k.masked(&m));
@@ -180,6 +213,21 @@ mod tests {
             k2.src_port ^= 1 << bit;
             prop_assert_ne!(k.hash64(), k2.hash64());
         }
+    }
+
+    #[test]
+    fn header_fields_ride_in_the_padding_and_leave_the_flow() {
+        assert_eq!(std::mem::size_of::<FlowKey>(), 48);
+        let k = FlowKey {
+            tcp_flags: 0x12,
+            tos: 0xb8,
+            ttl: 64,
+            ip_len: 1500,
+            ..FlowKey::v4(1, 2, 3, 4, 6)
+        };
+        assert_eq!(k.masked(&FlowMask::ALL), FlowKey::v4(1, 2, 3, 4, 6));
+        assert_eq!(FlowKey::from_words(k.to_words()), k.five_tuple());
+        assert_eq!(k.five_tuple(), FlowKey::v4(1, 2, 3, 4, 6));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //!   in bounded, preallocated maps with idle expiry.
 
 pub mod compile;
+pub mod interfaces;
 pub mod key;
 pub mod keymap;
 pub mod lpm;
@@ -17,11 +18,12 @@ pub mod packet;
 pub mod rules;
 
 pub use compile::{Class, ClassOrigin, Classifier, Sched, SchedOrigin};
+pub use interfaces::Interfaces;
 pub use key::FlowKey;
 pub use keymap::{Full, KeyMap};
 pub use lpm::Lpm;
 pub use packet::{parse_frame, Layer, ParseError, Parsed};
-pub use rules::{DropCause, Verdict};
+pub use rules::{Draw, DropCause, Rng, Verdict};
 
 #[cfg(test)]
 mod tests;

@@ -156,6 +156,9 @@ pub fn parse_ipv4(p: &[u8]) -> Result<FlowKey, ParseError> {
     }
     let proto = p[9];
     let mut key = FlowKey::v4(be32(p, 12), be32(p, 16), 0, 0, proto);
+    key.tos = p[1];
+    key.ip_len = be16(p, 2);
+    key.ttl = p[8];
     let frag_offset = be16(p, 6) & 0x1fff;
     if frag_offset == 0 {
         ports(&p[hlen..], &mut key)?;
@@ -201,6 +204,9 @@ pub fn parse_ipv6(p: &[u8]) -> Result<FlowKey, ParseError> {
         skipped += 1;
     }
     let mut key = FlowKey::v6(be128(p, 8), be128(p, 24), 0, 0, next);
+    key.tos = (be16(p, 0) >> 4) as u8;
+    key.ip_len = be16(p, 4).saturating_add(40);
+    key.ttl = p[7];
     if first_fragment {
         if p.len() < off {
             return Err(ParseError::Truncated(Layer::Ipv6Ext));
@@ -223,9 +229,9 @@ const PORT_PROTOS: [u64; 4] = {
     t
 };
 
-/// Fill in the ports of port-carrying protocols. Branch-free in the protocol (a UDP/TCP
-/// mix would otherwise mispredict): the ports are read whenever 4 bytes are there, and
-/// masked to 0 for protocols without ports.
+/// Fill in the ports of port-carrying protocols, and TCP's flags. Branch-free in the
+/// protocol (a UDP/TCP mix would otherwise mispredict): the ports are read whenever 4
+/// bytes are there, the flags byte whenever 14 are, and masked to 0 for other protocols.
 #[inline(always)]
 fn ports(l4: &[u8], key: &mut FlowKey) -> Result<(), ParseError> {
     let has = (PORT_PROTOS[usize::from(key.proto >> 6)] >> (key.proto & 63)) & 1;
@@ -235,6 +241,9 @@ fn ports(l4: &[u8], key: &mut FlowKey) -> Result<(), ParseError> {
         key.dst_port = be16(l4, 2) & m;
     } else if has != 0 {
         return Err(ParseError::Truncated(Layer::Transport));
+    }
+    if let Some(&flags) = l4.get(13) {
+        key.tcp_flags = flags & u8::from(key.proto == proto::TCP).wrapping_neg();
     }
     Ok(())
 }
@@ -341,25 +350,52 @@ mod tests {
     const A6: u128 = 0x2001_0db8_0000_0000_0000_0000_0000_0001;
     const B6: u128 = 0x2001_0db8_0000_0000_0000_0000_0000_0002;
 
+    /// The 5-tuple of an IP frame (the header fields beside it are
+    /// `header_fields_for_rule_options`').
     fn ip(frame: &[u8]) -> FlowKey {
         match parse_frame(frame) {
-            Ok(Parsed::Ip(k)) => k,
+            Ok(Parsed::Ip(k)) => k.five_tuple(),
             other => panic!("not an IP key: {other:?}"),
         }
     }
 
     /// Every strict prefix of a valid frame must be an error (or, for frames cut after the
-    /// headers the parser reads, the same key), never a panic.
+    /// headers the parser reads, the same 5-tuple), never a panic.
     fn check_truncations(frame: &[u8], needed: usize) {
-        let full = parse_frame(frame).unwrap();
+        let full = ip(frame);
         for n in 0..frame.len() {
             let r = parse_frame(&frame[..n]);
             if n < needed {
                 assert!(r.is_err(), "length {n}: {r:?}");
             } else {
-                assert_eq!(r, Ok(full), "length {n}");
+                assert_eq!(ip(&frame[..n]), full, "length {n}");
             }
         }
+    }
+
+    #[test]
+    fn header_fields_for_rule_options() {
+        let key = |f: &[u8]| match parse_frame(f) {
+            Ok(Parsed::Ip(k)) => k,
+            other => panic!("not an IP key: {other:?}"),
+        };
+        // IPv4: TOS 0xb8 (DSCP ef), TTL 64, total length, TCP SYN.
+        let mut f = tcp4(A, B, 1, 2);
+        f[15] = 0xb8;
+        let k = key(&f);
+        assert_eq!((k.tos, k.ttl, k.ip_len, k.tcp_flags), (0xb8, 64, 40, 0x02));
+        // UDP has no flags, whatever its 14th byte holds.
+        let k = key(&udp4(A, B, 1, 2));
+        assert_eq!((k.tcp_flags, k.ip_len), (0, 46));
+        // IPv6: traffic class 0x28 (af11 << 2), hop limit 64, payload + 40.
+        let mut f = udp6(A6, B6, 1, 2);
+        f[14] = 0x62;
+        f[15] = 0x80;
+        let k = key(&f);
+        assert_eq!((k.tos, k.ttl, k.ip_len), (0x28, 64, 56));
+        // A TCP header cut after its ports: flags 0.
+        let f = tcp4(A, B, 1, 2);
+        assert_eq!(key(&f[..14 + 20 + 4]).tcp_flags, 0);
     }
 
     #[test]

@@ -15,15 +15,29 @@
 //! index, or the raw value when it names no flowset (pipe): a packet hitting it is dropped
 //! with [`DropCause::TableargUnknown`], the configuration is not refused, as in ipfw.
 //!
-//! **Non-IP frames** match only rules with no protocol, address or port condition (a
-//! direction condition is fine); the first such rule for each direction is found when the
-//! classifier is built, so they cost nothing here. They are scheduled with the all-zero
-//! key.
+//! **skipto, count.** A candidate list is in rule order, so `skipto` (to rule index `to`,
+//! always past the current one) moves forward in the list by a binary search; `count`
+//! matches and goes on. ipfw keeps a counter per rule, which `count` exists for; pspat's
+//! counters are per class and per drop reason, so `count` only goes on.
+//!
+//! **Options** (`tcpflags`, `iplen`, `ipttl`, `dscp`, each maybe negated) read the header
+//! fields [`FlowKey`] carries beside the 5-tuple, after the addresses; a rule without
+//! options pays one length check. Interface conditions and address families are decided
+//! when the classifier is built (they select the lists a rule is in); `not` before an
+//! address or port list makes its candidate entry accept every value there, and the rule
+//! checks it in full.
+//!
+//! **prob.** A rule with `prob P` draws from the caller's [`Draw`] first (a `u32` below
+//! P * 2^32 matches); other rules never draw.
+//!
+//! **Non-IP frames** match only rules with no protocol, address, port, family or option
+//! condition (direction and interface conditions are fine), through a list per direction
+//! built with the classifier. They are scheduled with the all-zero key.
 
 use super::key::FlowKey;
 use super::lpm::Lpm;
 use super::packet::ParseError;
-use crate::model::{Direction, PortRange};
+use crate::model::{tcp_flag, Direction, PortRange};
 
 /// What stage 1 decided for a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,8 +101,9 @@ pub(crate) fn dir_bit(dir: Direction) -> u8 {
     }
 }
 
-/// A compiled port condition: the hull `lo..=lo + span` of its ranges, checked without a
-/// branch, and the ranges themselves when there are several (checked after the hull).
+/// A compiled port (or other 16-bit value) condition: the hull `lo..=lo + span` of its
+/// ranges, checked without a branch, and the ranges themselves when there are several
+/// (checked after the hull); negated after `not`.
 #[derive(Clone, Debug)]
 pub(crate) struct PortCond {
     lo: u16,
@@ -96,7 +111,9 @@ pub(crate) struct PortCond {
     /// Empty for no condition or a single range (the hull is then exact).
     list: Box<[PortRange]>,
     /// No condition at all.
-    any: bool,
+    pub(crate) any: bool,
+    /// Holds when the value is in none of the ranges (`not 80`).
+    not: bool,
 }
 
 impl PortCond {
@@ -107,12 +124,14 @@ impl PortCond {
                 span: u16::MAX,
                 list: Box::new([]),
                 any: true,
+                not: false,
             },
             [r] if r.lo <= r.hi => PortCond {
                 lo: r.lo,
                 span: r.hi - r.lo,
                 list: Box::new([]),
                 any: false,
+                not: false,
             },
             _ => {
                 let lo = ranges.iter().map(|r| r.lo).min().unwrap_or(0);
@@ -122,15 +141,26 @@ impl PortCond {
                     span: hi - lo,
                     list: ranges.into(),
                     any: false,
+                    not: false,
                 }
             }
         }
     }
 
+    /// The condition negated when `not` (and it is one: no condition stays none).
+    pub fn negated(mut self, not: bool) -> Self {
+        self.not = not && !self.any;
+        self
+    }
+
     /// The hull as `(want, mask)`: the leading bits its two ends share, so that every port
     /// of the hull has `port & mask == want`; and whether that is exact (the hull is an
-    /// aligned block of ports, such as one port or all of them, and there is no list).
+    /// aligned block of ports, such as one port or all of them, and there is no list). A
+    /// negated condition's hull is every port, not exact.
     pub(crate) fn masked(&self) -> (u16, u16, bool) {
+        if self.not {
+            return (0, 0, false);
+        }
         let hi = self.lo.saturating_add(self.span);
         let mask = u16::MAX
             .checked_shl(16 - (self.lo ^ hi).leading_zeros())
@@ -139,13 +169,97 @@ impl PortCond {
         (self.lo & mask, mask, exact)
     }
 
-    /// Whether `port` is in one of the ranges.
+    /// Whether `port` is in one of the ranges (in none, when negated).
     #[inline]
     fn contains(&self, port: u16) -> bool {
-        port.wrapping_sub(self.lo) <= self.span
-            && (self.list.is_empty() || self.list.iter().any(|r| r.lo <= port && port <= r.hi))
+        (port.wrapping_sub(self.lo) <= self.span
+            && (self.list.is_empty() || self.list.iter().any(|r| r.lo <= port && port <= r.hi)))
+            != self.not
     }
 }
+
+/// A compiled rule option, read from the key's header fields.
+#[derive(Clone, Debug)]
+pub(crate) enum COpt {
+    /// TCP with every flag of `set` and none of `clear`.
+    TcpFlags {
+        set: u8,
+        clear: u8,
+    },
+    /// TCP with RST or ACK.
+    Established,
+    IpLen(PortCond),
+    IpTtl(PortCond),
+    /// Bit N: DSCP code point N.
+    Dscp(u64),
+}
+
+impl COpt {
+    #[inline]
+    fn holds(&self, key: &FlowKey) -> bool {
+        let tcp = key.proto == super::packet::proto::TCP;
+        match self {
+            COpt::TcpFlags { set, clear } => {
+                tcp && key.tcp_flags & set == *set && key.tcp_flags & clear == 0
+            }
+            COpt::Established => tcp && key.tcp_flags & (tcp_flag::RST | tcp_flag::ACK) != 0,
+            COpt::IpLen(c) => c.contains(key.ip_len),
+            COpt::IpTtl(c) => c.contains(u16::from(key.ttl)),
+            COpt::Dscp(set) => set >> (key.tos >> 2) & 1 == 1,
+        }
+    }
+}
+
+/// A source of random numbers for `prob` rules: one per classifying thread, so no lock and
+/// no shared state.
+pub trait Draw {
+    /// A uniformly distributed `u32`.
+    fn draw(&mut self) -> u32;
+}
+
+/// A small deterministic generator (splitmix64): the same seed gives the same draws, so a
+/// client seeded with its index decides the same way in every run.
+#[derive(Clone, Copy, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+}
+
+impl Draw for Rng {
+    #[inline]
+    fn draw(&mut self) -> u32 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 32) as u32
+    }
+}
+
+/// The calling thread's own [`Rng`], for the classification calls that take none: touched
+/// only when a `prob` rule draws.
+pub(crate) struct ThreadRng;
+
+impl Draw for ThreadRng {
+    #[inline]
+    fn draw(&mut self) -> u32 {
+        thread_local! {
+            static RNG: std::cell::Cell<Rng> = const { std::cell::Cell::new(Rng(0x5eed)) };
+        }
+        RNG.with(|c| {
+            let mut r = c.get();
+            let v = r.draw();
+            c.set(r);
+            v
+        })
+    }
+}
+
+/// `prob` threshold of a rule that always matches: above every `u32`.
+pub(crate) const ALWAYS: u64 = 1 << 32;
 
 /// A compiled address condition.
 #[derive(Clone, Debug)]
@@ -158,9 +272,13 @@ pub(crate) enum CAddr {
         v4: Box<[(u32, u32)]>,
         v6: Box<[(u128, u128)]>,
     },
-    /// Index into `Classifier::tables`.
-    Table(u32),
+    /// Index into `Classifier::tables`, and the value index an entry must have
+    /// ([`ANY_VALUE`]: any; `table(T,V)`).
+    Table(u32, u32),
 }
+
+/// [`CAddr::Table`]'s "any value".
+pub(crate) const ANY_VALUE: u32 = u32::MAX;
 
 /// Where a tablearg value index leads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,6 +295,20 @@ pub(crate) enum CAction {
     Tablearg(Box<[TargSlot]>),
     Allow,
     Deny,
+    /// Go on at this rule index (past the rule itself; the rule count for past the end).
+    Skipto(u32),
+    /// The rule index of each table value index.
+    SkiptoTablearg(Box<[u32]>),
+    Count,
+}
+
+/// What a matching rule does to the evaluation.
+pub(crate) enum Step {
+    Done(Outcome),
+    /// Go on at this rule index.
+    Jump(u32),
+    /// Go on with the next rule.
+    Next,
 }
 
 /// A compiled rule.
@@ -196,8 +328,20 @@ pub(crate) struct CRule {
     pub dst_ports: PortCond,
     pub src: CAddr,
     pub dst: CAddr,
+    /// `not` before the source, the destination.
+    pub src_not: bool,
+    pub dst_not: bool,
+    /// [`FAM_V4`] | [`FAM_V6`] bits of the families it applies to.
+    pub families: u8,
+    /// Matches when a draw is below this ([`ALWAYS`]: without drawing).
+    pub prob: u64,
+    pub opts: Box<[(bool, COpt)]>,
     pub action: CAction,
 }
+
+/// Bits of [`CRule::families`].
+pub(crate) const FAM_V4: u8 = 1;
+pub(crate) const FAM_V6: u8 = 2;
 
 impl CRule {
     /// Whether a non-IP frame can match it.
@@ -207,6 +351,8 @@ impl CRule {
             && self.dst_ports.any
             && matches!(self.src, CAddr::Any)
             && matches!(self.dst, CAddr::Any)
+            && self.families == FAM_V4 | FAM_V6
+            && self.opts.is_empty()
     }
 
     /// Whether its protocol condition accepts protocol `p`.
@@ -252,7 +398,7 @@ fn packet_words(key: &FlowKey, bit: u8) -> [u64; 2] {
 impl Cand {
     /// The entry of rule `r` (index `i` in the rule list) with IPv4 hulls `src` and `dst`,
     /// each `(net, mask)`.
-    fn new(r: &CRule, i: usize, src: (u32, u32), dst: (u32, u32)) -> Self {
+    pub(crate) fn new(r: &CRule, i: usize, src: (u32, u32), dst: (u32, u32)) -> Self {
         let (sp_want, sp_mask, _) = r.src_ports.masked();
         let (dp_want, dp_mask, _) = r.dst_ports.masked();
         let word =
@@ -281,7 +427,7 @@ impl Cand {
 /// `None` if it accepts no IPv4 address.
 fn v4_hull(c: &CAddr) -> Option<(u32, u32)> {
     match c {
-        CAddr::Any | CAddr::Table(_) => Some((0, 0)),
+        CAddr::Any | CAddr::Table(..) => Some((0, 0)),
         CAddr::One4(net, mask) => Some((*net, *mask)),
         CAddr::Prefixes { v4, .. } => {
             let (&(first, _), _) = v4.split_first()?;
@@ -299,10 +445,19 @@ fn v4_hull(c: &CAddr) -> Option<(u32, u32)> {
     }
 }
 
+/// [`v4_hull`] of a condition maybe negated: a negated one's hull is every address.
+fn v4_hull_of(c: &CAddr, not: bool) -> Option<(u32, u32)> {
+    if not {
+        Some((0, 0))
+    } else {
+        v4_hull(c)
+    }
+}
+
 /// Whether condition `c` can accept an IPv6 address.
 fn accepts_v6(c: &CAddr) -> bool {
     match c {
-        CAddr::Any | CAddr::Table(_) => true,
+        CAddr::Any | CAddr::Table(..) => true,
         CAddr::One4(..) => false,
         CAddr::Prefixes { v6, .. } => !v6.is_empty(),
     }
@@ -324,6 +479,9 @@ pub(crate) struct RuleSet {
     /// bounds check and two loads.
     lists: Vec<Box<[Cand]>>,
     proto_class: [u16; 256],
+    /// The rules a non-IP frame can match, per direction (In 0, Out 1), entries that
+    /// always pass.
+    non_ip: [Box<[Cand]>; 2],
 }
 
 impl RuleSet {
@@ -355,13 +513,16 @@ impl RuleSet {
                     let mut cands = Vec::new();
                     for (i, r) in rules.iter().enumerate() {
                         // `None`: one class for all protocols (or every protocol is named).
-                        if r.dirs & dir == 0 || !rep.is_none_or_accepted(r) {
+                        let fam = if v6 { FAM_V6 } else { FAM_V4 };
+                        if r.dirs & dir == 0 || r.families & fam == 0 || !rep.is_none_or_accepted(r)
+                        {
                             continue;
                         }
                         let hulls = if v6 {
-                            (accepts_v6(&r.src) && accepts_v6(&r.dst)).then_some(((0, 0), (0, 0)))
+                            ((r.src_not || accepts_v6(&r.src)) && (r.dst_not || accepts_v6(&r.dst)))
+                                .then_some(((0, 0), (0, 0)))
                         } else {
-                            v4_hull(&r.src).zip(v4_hull(&r.dst))
+                            v4_hull_of(&r.src, r.src_not).zip(v4_hull_of(&r.dst, r.dst_not))
                         };
                         if let Some((src, dst)) = hulls {
                             cands.push(Cand::new(r, i, src, dst));
@@ -371,10 +532,27 @@ impl RuleSet {
                 }
             }
         }
+        let non_ip = [DIR_IN, DIR_OUT].map(|dir| {
+            let pass = Cand {
+                mask: [0; 2],
+                want: [0; 2],
+                rule: 0,
+            };
+            rules
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.dirs & dir != 0 && r.matches_non_ip())
+                .map(|(i, _)| Cand {
+                    rule: i as u32,
+                    ..pass
+                })
+                .collect()
+        });
         RuleSet {
             rules,
             lists,
             proto_class,
+            non_ip,
         }
     }
 
@@ -386,19 +564,49 @@ impl RuleSet {
         default: Outcome,
         key: &FlowKey,
         dir: Direction,
+        rng: &mut impl Draw,
     ) -> Outcome {
         let bit = dir_bit(dir);
         let list = 4 * usize::from(self.proto_class[usize::from(key.proto)])
             + 2 * usize::from(bit >> 1)
             + usize::from(key.v6);
-        let cands = &self.lists[list];
         let words = packet_words(key, bit);
-        for c in cands {
-            if c.miss(&words) {
+        self.run(&self.lists[list], &words, tables, default, key, rng)
+    }
+
+    /// Evaluate for a non-IP frame (the all-zero key, through its own lists).
+    pub fn evaluate_non_ip(
+        &self,
+        tables: &[Lpm],
+        default: Outcome,
+        dir: Direction,
+        rng: &mut impl Draw,
+    ) -> Outcome {
+        let list = &self.non_ip[usize::from(dir_bit(dir) >> 1)];
+        self.run(list, &[0; 2], tables, default, &FlowKey::default(), rng)
+    }
+
+    /// The first decision of the rules in `cands`, following `skipto` and `count`.
+    #[inline(always)]
+    fn run(
+        &self,
+        cands: &[Cand],
+        words: &[u64; 2],
+        tables: &[Lpm],
+        default: Outcome,
+        key: &FlowKey,
+        rng: &mut impl Draw,
+    ) -> Outcome {
+        let mut i = 0;
+        while let Some(c) = cands.get(i) {
+            i += 1;
+            if c.miss(words) {
                 continue;
             }
-            if let Some(o) = rule_outcome(&self.rules[c.rule as usize], tables, key) {
-                return o;
+            match rule_outcome(&self.rules[c.rule as usize], tables, key, rng) {
+                None | Some(Step::Next) => {}
+                Some(Step::Done(o)) => return o,
+                Some(Step::Jump(to)) => i += cands[i..].partition_point(|c| c.rule < to),
             }
         }
         default
@@ -435,20 +643,54 @@ fn addr_match(c: &CAddr, tables: &[Lpm], addr: u128, v6: bool, targ: u32) -> Opt
             };
             hit.then_some(targ)
         }
-        CAddr::Table(t) => tables[*t as usize].lookup_index(addr, v6),
+        CAddr::Table(t, want) => tables[*t as usize]
+            .lookup_index(addr, v6)
+            .filter(|i| *want == ANY_VALUE || i == want),
     }
 }
 
-/// The rest of a rule, once its candidate entry passed: port lists, addresses and the
-/// action. `None` if it does not match.
+/// [`addr_match`] maybe negated: a negated condition holds when the address is not
+/// accepted, and leaves the tablearg as it was.
 #[inline(always)]
-pub(crate) fn rule_outcome(r: &CRule, tables: &[Lpm], key: &FlowKey) -> Option<Outcome> {
+fn addr_holds(
+    c: &CAddr,
+    not: bool,
+    tables: &[Lpm],
+    addr: u128,
+    v6: bool,
+    targ: u32,
+) -> Option<u32> {
+    let m = addr_match(c, tables, addr, v6, targ);
+    if !not {
+        m
+    } else if m.is_none() {
+        Some(targ)
+    } else {
+        None
+    }
+}
+
+/// The rest of a rule, once its candidate entry passed: its draw, port lists, addresses,
+/// options and the action. `None` if it does not match.
+#[inline(always)]
+pub(crate) fn rule_outcome(
+    r: &CRule,
+    tables: &[Lpm],
+    key: &FlowKey,
+    rng: &mut impl Draw,
+) -> Option<Step> {
+    if r.prob != ALWAYS && u64::from(rng.draw()) >= r.prob {
+        return None;
+    }
     if r.port_check && !(r.src_ports.contains(key.src_port) && r.dst_ports.contains(key.dst_port)) {
         return None;
     }
-    let targ = addr_match(&r.src, tables, key.src, key.v6, u32::MAX)?;
-    let targ = addr_match(&r.dst, tables, key.dst, key.v6, targ)?;
-    Some(match &r.action {
+    let targ = addr_holds(&r.src, r.src_not, tables, key.src, key.v6, u32::MAX)?;
+    let targ = addr_holds(&r.dst, r.dst_not, tables, key.dst, key.v6, targ)?;
+    if !r.opts.is_empty() && !r.opts.iter().all(|(not, o)| o.holds(key) != *not) {
+        return None;
+    }
+    Some(Step::Done(match &r.action {
         CAction::Class(c) => Outcome::Class(*c),
         // Compilation guarantees a table condition, so `targ` is a value index.
         CAction::Tablearg(slots) => match slots.get(targ as usize) {
@@ -464,7 +706,11 @@ pub(crate) fn rule_outcome(r: &CRule, tables: &[Lpm], key: &FlowKey) -> Option<O
         },
         CAction::Allow => Outcome::Allow,
         CAction::Deny => Outcome::Drop(DropCause::DeniedByRule(r.number)),
-    })
+        CAction::Skipto(to) => return Some(Step::Jump(*to)),
+        // Compilation guarantees a table condition, so `targ` is a value index.
+        CAction::SkiptoTablearg(to) => return to.get(targ as usize).map(|t| Step::Jump(*t)),
+        CAction::Count => return Some(Step::Next),
+    }))
 }
 
 #[cfg(test)]
@@ -532,7 +778,7 @@ mod tests {
         fn address_hulls_hold_every_accepted_address(c in addr_cond(), addrs in prop::collection::vec(any::<u32>(), 16)) {
             let hull = v4_hull(&c);
             let accepts = |a: u32| match &c {
-                CAddr::Any | CAddr::Table(_) => true,
+                CAddr::Any | CAddr::Table(..) => true,
                 CAddr::One4(n, m) => a & m == *n,
                 CAddr::Prefixes { v4, .. } => v4.iter().any(|&(n, m)| a & m == n),
             };

@@ -217,9 +217,9 @@ fn slides_config() -> Config {
         c.flowsets.insert(f.id, f);
     }
     c.tables.insert(
-        1,
+        1.into(),
         Table {
-            id: 1,
+            id: 1.into(),
             entries: vec![
                 (v4(0x0102_0000, 20), 25),
                 (v4(0x0102_0300, 24), 20),
@@ -233,7 +233,7 @@ fn slides_config() -> Config {
         Action::Queue(Target::Tablearg),
         Match {
             direction: Some(Direction::Out),
-            src: AddrMatch::Table(1),
+            src: AddrMatch::Table(1.into()),
             ..Match::default()
         },
     )];
@@ -299,16 +299,16 @@ fn tablearg_from_the_destination_table_and_as_pipe() {
         },
     );
     c.tables.insert(
-        1,
+        1.into(),
         Table {
-            id: 1,
+            id: 1.into(),
             entries: vec![(v4(0, 0), 1)],
         },
     );
     c.tables.insert(
-        2,
+        2.into(),
         Table {
-            id: 2,
+            id: 2.into(),
             entries: vec![(v4(0x0a00_0000, 8), 7)],
         },
     );
@@ -316,8 +316,8 @@ fn tablearg_from_the_destination_table_and_as_pipe() {
         5,
         Action::Pipe(Target::Tablearg),
         Match {
-            src: AddrMatch::Table(1),
-            dst: AddrMatch::Table(2),
+            src: AddrMatch::Table(1.into()),
+            dst: AddrMatch::Table(2.into()),
             ..Match::default()
         },
     )];
@@ -386,7 +386,11 @@ fn allow_deny_default_and_order() {
         k.classify_frame(&f, OUT),
         Verdict::Schedule {
             class: class_of(&k, 2),
-            key: FlowKey::v4(1, 2, 3, 4, 17)
+            key: FlowKey {
+                ttl: 64,
+                ip_len: 46,
+                ..FlowKey::v4(1, 2, 3, 4, 17)
+            }
         }
     );
     assert_eq!(k.classify_frame(&tcp4(1, 2, 3, 4), OUT), Verdict::Allow);
@@ -397,7 +401,11 @@ fn allow_deny_default_and_order() {
         k.classify_frame(&icmp, IN),
         Verdict::Schedule {
             class: class_of(&k, 1),
-            key: FlowKey::v4(1, 2, 0, 0, 1)
+            key: FlowKey {
+                ttl: 64,
+                ip_len: 24,
+                ..FlowKey::v4(1, 2, 0, 0, 1)
+            }
         }
     );
     c.default_action = Action::Allow;
@@ -478,7 +486,7 @@ fn dangling_references_are_errors() {
         (
             Action::Allow,
             Match {
-                dst: AddrMatch::Table(3),
+                dst: AddrMatch::Table(3.into()),
                 ..Match::default()
             },
             "rule 5: table 3",
@@ -696,12 +704,63 @@ mod reference {
         match m {
             AddrMatch::Any => Some(targ),
             AddrMatch::Prefixes(ps) => ps.iter().any(|p| in_prefix(p, key, addr)).then_some(targ),
-            AddrMatch::Table(t) => table_value(&c.tables[t], key, addr).map(Some),
+            AddrMatch::Table(t) => table_value(&c.tables[&t.name], key, addr)
+                .filter(|v| t.value.is_none_or_eq(*v))
+                .map(Some),
         }
     }
 
-    fn ports_ok(rs: &[PortRange], p: u16) -> bool {
-        rs.is_empty() || rs.iter().any(|r| r.lo <= p && p <= r.hi)
+    /// [`addr_ok`] after `not` when `not`: holds when the address is not accepted, and
+    /// leaves the tablearg as it was.
+    fn neg_addr_ok(
+        c: &Config,
+        not: bool,
+        m: &AddrMatch,
+        key: &FlowKey,
+        addr: u128,
+        targ: Option<u32>,
+    ) -> Option<Option<u32>> {
+        let ok = addr_ok(c, m, key, addr, targ);
+        match (not, ok) {
+            (false, ok) => ok,
+            (true, None) => Some(targ),
+            (true, Some(_)) => None,
+        }
+    }
+
+    trait NoneOrEq {
+        fn is_none_or_eq(&self, v: u32) -> bool;
+    }
+
+    impl NoneOrEq for Option<u32> {
+        fn is_none_or_eq(&self, v: u32) -> bool {
+            self.map_or(true, |w| w == v)
+        }
+    }
+
+    fn in_ranges(rs: &[PortRange], v: u16) -> bool {
+        rs.iter().any(|r| r.lo <= v && v <= r.hi)
+    }
+
+    fn option_holds(o: &RuleOption, key: &FlowKey) -> bool {
+        let tcp = key.proto == 6;
+        let holds = match &o.cond {
+            Cond::Family(Family::V4) => !key.v6,
+            Cond::Family(Family::V6) => key.v6,
+            Cond::TcpFlags { set, clear } => {
+                tcp && key.tcp_flags & set == *set && key.tcp_flags & clear == 0
+            }
+            Cond::Established => tcp && key.tcp_flags & (tcp_flag::ACK | tcp_flag::RST) != 0,
+            Cond::IpLen(rs) => in_ranges(rs, key.ip_len),
+            Cond::IpTtl(rs) => in_ranges(rs, u16::from(key.ttl)),
+            Cond::Dscp(set) => set & (1 << (key.tos >> 2)) != 0,
+            Cond::Iface(..) => unreachable!("no interfaces here"),
+        };
+        holds != o.not
+    }
+
+    fn ports_ok(not: bool, rs: &[PortRange], p: u16) -> bool {
+        rs.is_empty() || in_ranges(rs, p) != not
     }
 
     fn target(c: &Config, k: &Classifier, a: Action, targ: Option<u32>, rule: u32) -> Verdict {
@@ -712,6 +771,7 @@ mod reference {
             Action::Pipe(Target::Id(id)) => (ClassOrigin::Pipe(id), id),
             Action::Queue(Target::Tablearg) => (ClassOrigin::Flowset(targ.unwrap()), targ.unwrap()),
             Action::Pipe(Target::Tablearg) => (ClassOrigin::Pipe(targ.unwrap()), targ.unwrap()),
+            Action::Skipto(_) | Action::Count => unreachable!("not a decision"),
         };
         let _ = c;
         match k.class_of(origin) {
@@ -724,22 +784,34 @@ mod reference {
     }
 
     pub fn classify(c: &Config, k: &Classifier, key: &FlowKey, dir: Direction) -> Verdict {
-        for r in &c.rules {
+        let mut i = 0;
+        while let Some(r) = c.rules.get(i) {
+            i += 1;
             let m = &r.matcher;
             if m.direction.is_some_and(|d| d != dir)
                 || m.proto.is_some_and(|p| p != key.proto)
-                || !ports_ok(&m.src_ports, key.src_port)
-                || !ports_ok(&m.dst_ports, key.dst_port)
+                || !ports_ok(m.not.src_ports, &m.src_ports, key.src_port)
+                || !ports_ok(m.not.dst_ports, &m.dst_ports, key.dst_port)
             {
                 continue;
             }
-            let Some(targ) = addr_ok(c, &m.src, key, key.src, None) else {
+            let Some(targ) = neg_addr_ok(c, m.not.src, &m.src, key, key.src, None) else {
                 continue;
             };
-            let Some(targ) = addr_ok(c, &m.dst, key, key.dst, targ) else {
+            let Some(targ) = neg_addr_ok(c, m.not.dst, &m.dst, key, key.dst, targ) else {
                 continue;
             };
-            return with_key(target(c, k, r.action, targ, r.number), key);
+            if !m.options.iter().all(|o| option_holds(o, key)) {
+                continue;
+            }
+            // The first rule numbered `n` or more, past this one.
+            let skip = |n: u32| i.max(c.rules.iter().take_while(|x| x.number < n).count());
+            match r.action {
+                Action::Count => {}
+                Action::Skipto(Target::Id(n)) => i = skip(n),
+                Action::Skipto(Target::Tablearg) => i = skip(targ.unwrap()),
+                a => return with_key(target(c, k, a, targ, r.number), key),
+            }
         }
         match c.default_action {
             Action::Deny => Verdict::Drop(DropCause::NoRuleMatched),
@@ -774,8 +846,31 @@ mod reference {
         prop_oneof![
             3 => Just(AddrMatch::Any),
             2 => prop::collection::vec(prefix(), 1..3).prop_map(AddrMatch::Prefixes),
-            2 => (1u32..3).prop_map(AddrMatch::Table),
+            2 => (1u32..3, prop::option::of(prop_oneof![1u32..4, Just(7u32)])).prop_map(|(t, value)| {
+                AddrMatch::Table(TableRef { name: t.into(), value })
+            }),
         ]
+    }
+
+    fn option() -> impl Strategy<Value = RuleOption> {
+        let ranges = |max: u16| {
+            prop::collection::vec(
+                (0..max, 0u16..4).prop_map(|(lo, w)| PortRange { lo, hi: lo + w }),
+                1..3,
+            )
+        };
+        let cond = prop_oneof![
+            prop_oneof![Just(Family::V4), Just(Family::V6)].prop_map(Cond::Family),
+            (0u8..8, 0u8..8).prop_map(|(a, b)| Cond::TcpFlags {
+                set: a << 1 & !(b << 3),
+                clear: b << 3,
+            }),
+            Just(Cond::Established),
+            ranges(10).prop_map(Cond::IpLen),
+            ranges(4).prop_map(Cond::IpTtl),
+            (0u64..8).prop_map(|m| Cond::Dscp(m << 10 | 1)),
+        ];
+        (any::<bool>(), cond).prop_map(|(not, cond)| RuleOption { not, cond })
     }
 
     fn ports() -> impl Strategy<Value = Vec<PortRange>> {
@@ -793,6 +888,9 @@ mod reference {
             Just(Action::Pipe(Target::Tablearg)),
             Just(Action::Allow),
             Just(Action::Deny),
+            Just(Action::Count),
+            (1u32..120).prop_map(|n| Action::Skipto(Target::Id(n))),
+            Just(Action::Skipto(Target::Tablearg)),
         ];
         let dir = prop_oneof![
             Just(None),
@@ -809,25 +907,50 @@ mod reference {
             addr_match(),
             ports(),
             ports(),
+            any::<[bool; 4]>(),
+            prop::collection::vec(option(), 0..3),
         )
             .prop_map(
-                |(number, action, direction, proto, src, dst, src_ports, dst_ports)| {
+                |(
+                    number,
+                    action,
+                    direction,
+                    proto,
+                    src,
+                    dst,
+                    src_ports,
+                    dst_ports,
+                    not,
+                    options,
+                )| {
                     let mut m = Match {
                         direction,
                         proto,
+                        not: Negations {
+                            src: not[0] && src != AddrMatch::Any,
+                            dst: not[1] && dst != AddrMatch::Any,
+                            src_ports: not[2] && !src_ports.is_empty(),
+                            dst_ports: not[3] && !dst_ports.is_empty(),
+                        },
                         src,
                         dst,
                         src_ports,
                         dst_ports,
+                        prob: None,
+                        options,
                     };
-                    // tablearg needs a table condition.
+                    // tablearg needs a table condition, not negated.
+                    let table = |a: &AddrMatch, not: bool| matches!(a, AddrMatch::Table(_)) && !not;
                     if matches!(
                         action,
-                        Action::Queue(Target::Tablearg) | Action::Pipe(Target::Tablearg)
-                    ) && !matches!(m.src, AddrMatch::Table(_))
-                        && !matches!(m.dst, AddrMatch::Table(_))
+                        Action::Queue(Target::Tablearg)
+                            | Action::Pipe(Target::Tablearg)
+                            | Action::Skipto(Target::Tablearg)
+                    ) && !table(&m.src, m.not.src)
+                        && !table(&m.dst, m.not.dst)
                     {
-                        m.src = AddrMatch::Table(1);
+                        m.src = AddrMatch::Table(1.into());
+                        m.not.src = false;
                     }
                     rule(number, action, m)
                 },
@@ -840,7 +963,10 @@ mod reference {
         prop::collection::vec((prefix(), value), 0..6).prop_map(move |mut e| {
             e.sort_by_key(|x| x.0);
             e.dedup_by_key(|x| x.0);
-            Table { id, entries: e }
+            Table {
+                id: id.into(),
+                entries: e,
+            }
         })
     }
 
@@ -853,13 +979,22 @@ mod reference {
             0u16..10,
             0u16..10,
             0usize..5,
+            (0u8..64, 0u8..16, 0u8..6, 0u16..14),
         )
-            .prop_map(|(v6, s, d, s6, sp, dp, p)| {
+            .prop_map(|(v6, s, d, s6, sp, dp, p, (flags, dscp, ttl, len))| {
                 let proto = if p == 4 { 50 } else { PROTOS[p] };
-                if v6 {
+                let k = if v6 {
                     FlowKey::v6(s6 << 126 | u128::from(s), u128::from(d), sp, dp, proto)
                 } else {
                     FlowKey::v4(s, d, sp, dp, proto)
+                };
+                FlowKey {
+                    // (only TCP has flags; the option must look at the protocol anyway)
+                    tcp_flags: flags,
+                    tos: (dscp + 8) << 2,
+                    ttl,
+                    ip_len: len,
+                    ..k
                 }
             })
     }
@@ -891,8 +1026,8 @@ mod reference {
                 idle_ns: 1,
                 ..PipeSpec::new(7)
             });
-            c.tables.insert(1, t1);
-            c.tables.insert(2, t2);
+            c.tables.insert(1.into(), t1);
+            c.tables.insert(2.into(), t2);
             c.default_action = default;
             let k = Classifier::new(&c).unwrap();
             let one = Classifier::new_one_class(&c).unwrap();
@@ -904,4 +1039,177 @@ mod reference {
             }
         }
     }
+}
+
+/// A classifier of an ipfw-syntax configuration with flowsets 1..=4 on one scheduler.
+fn rules_of(rules: &str, interfaces: Option<&Interfaces>) -> Classifier {
+    let text = format!(
+        "sched 1 config type fifo\n\
+         queue 1 config sched 1\nqueue 2 config sched 1\nqueue 3 config sched 1\n\
+         queue 4 config sched 1\n{rules}\ndefault allow\n"
+    );
+    let c = crate::parse_ipfw(&text, "t").unwrap_or_else(|e| panic!("{e}"));
+    match interfaces {
+        Some(i) => Classifier::with_interfaces(&c, i).unwrap(),
+        None => Classifier::new(&c).unwrap(),
+    }
+}
+
+/// The flowset a frame goes to, 0 for allowed.
+fn flowset_of(k: &Classifier, frame: &[u8], dir: Direction) -> u32 {
+    match k.classify_frame(frame, dir) {
+        Verdict::Schedule { class, .. } => match k.classes()[class as usize].origin {
+            ClassOrigin::Flowset(f) => f,
+            o => panic!("{o:?}"),
+        },
+        Verdict::Allow => 0,
+        v => panic!("{v:?}"),
+    }
+}
+
+/// A TCP frame with `flags`, `tos` and `extra` payload bytes.
+fn tcp_frame(flags: u8, tos: u8, extra: usize) -> Vec<u8> {
+    let mut t = super::packet::build::tcp(1000, 80);
+    t[13] = flags;
+    t.extend(std::iter::repeat(0).take(extra));
+    let mut f = eth(&[], 0x0800);
+    f.extend(super::packet::build::ipv4(
+        0x0a00_0001,
+        0x0a00_0002,
+        6,
+        0,
+        &[],
+        &t,
+    ));
+    f[15] = tos;
+    f
+}
+
+#[test]
+fn tcp_flags_lengths_and_dscp_match_real_frames() {
+    let k = rules_of(
+        "add 100 queue 1 tcp from any to any setup\n\
+         add 200 queue 2 tcp from any to any tcpflags fin,!ack\n\
+         add 300 queue 3 ip from any to any dscp ef iplen 1-100\n\
+         add 400 queue 4 tcp from any to any established not iplen 1-100",
+        None,
+    );
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    const FIN: u8 = 0x01;
+    assert_eq!(flowset_of(&k, &tcp_frame(SYN, 0, 0), OUT), 1);
+    assert_eq!(flowset_of(&k, &tcp_frame(SYN | ACK, 0, 0), OUT), 0);
+    assert_eq!(flowset_of(&k, &tcp_frame(FIN, 0, 0), OUT), 2);
+    // DSCP ef is 46 << 2 = 0xb8; 40 bytes long, inside 1-100.
+    assert_eq!(flowset_of(&k, &tcp_frame(ACK, 0xb8, 0), OUT), 3);
+    assert_eq!(flowset_of(&k, &tcp_frame(ACK, 0xb8, 100), OUT), 4);
+    assert_eq!(flowset_of(&k, &tcp_frame(ACK, 0, 0), OUT), 0);
+    // UDP carries no TCP flags: `established` never holds, whatever its bytes.
+    let mut u = udp4(1, 2, 3, 4);
+    u[14 + 20 + 13] = ACK;
+    assert_eq!(flowset_of(&k, &u, OUT), 0);
+}
+
+#[test]
+fn negation_families_skipto_and_count() {
+    let k = rules_of(
+        "add 100 count ip from any to any\n\
+         add 200 skipto 1000 ip from not 10.0.0.0/8 to any\n\
+         add 300 queue 1 ip6 from any to any not 53\n\
+         add 400 queue 2 udp from any to any\n\
+         add 1000 queue 3 ip4 from any to any\n\
+         add 1100 queue 4 ip from any to any",
+        None,
+    );
+    // 10/8 sources are not skipped: IPv4 UDP -> rule 400.
+    assert_eq!(flowset_of(&k, &udp4(0x0a00_0001, 2, 3, 4), OUT), 2);
+    // others skip to 1000 (IPv4) ...
+    assert_eq!(flowset_of(&k, &udp4(0xc0a8_0001, 2, 3, 4), OUT), 3);
+    // ... or past it (IPv6 is not `ip4`): rule 1100.
+    assert_eq!(flowset_of(&k, &udp6(1, 2, 3, 4), OUT), 4);
+    // not skipped? An IPv6 source is never in 10/8: skipped too.
+    assert_eq!(flowset_of(&k, &udp6(1, 2, 3, 53), OUT), 4);
+    let k = rules_of(
+        "add 100 queue 1 ip6 from any to any not 53\nadd 200 queue 2 ip from any to any",
+        None,
+    );
+    assert_eq!(flowset_of(&k, &udp6(1, 2, 3, 4), OUT), 1);
+    assert_eq!(flowset_of(&k, &udp6(1, 2, 3, 53), OUT), 2);
+    assert_eq!(flowset_of(&k, &udp4(1, 2, 3, 4), OUT), 2);
+}
+
+#[test]
+fn skipto_tablearg_jumps_by_the_table_value() {
+    let k = rules_of(
+        "table T add 10.0.0.0/8 300\ntable T add 10.1.0.0/16 50\n\
+         add 100 skipto tablearg ip from table(T) to any\n\
+         add 200 queue 1 ip from any to any\n\
+         add 300 queue 2 ip from any to any",
+        None,
+    );
+    assert_eq!(flowset_of(&k, &udp4(0x0a00_0001, 2, 3, 4), OUT), 2);
+    // a value at or below the rule's own number goes on with the next rule
+    assert_eq!(flowset_of(&k, &udp4(0x0a01_0001, 2, 3, 4), OUT), 1);
+    assert_eq!(flowset_of(&k, &udp4(0x0b00_0001, 2, 3, 4), OUT), 1);
+}
+
+#[test]
+fn prob_draws_from_the_callers_generator() {
+    let k = rules_of(
+        "add 100 prob 0.25 queue 1 ip from any to any\nadd 200 queue 2 ip from any to any",
+        None,
+    );
+    let f = udp4(1, 2, 3, 4);
+    let run = |seed| {
+        let mut rng = Rng::new(seed);
+        (0..10_000)
+            .map(|_| match k.classify_frame_with(&f, OUT, &mut rng) {
+                Verdict::Schedule { class, .. } => class,
+                v => panic!("{v:?}"),
+            })
+            .collect::<Vec<u32>>()
+    };
+    let a = run(7);
+    assert_eq!(a, run(7), "same seed, same decisions");
+    let ones = a.iter().filter(|c| **c == class_of(&k, 1)).count();
+    assert!((2200..2800).contains(&ones), "{ones} of 10000 at 0.25");
+}
+
+#[test]
+fn interfaces_are_decided_per_direction_when_built() {
+    let rules = "add 100 queue 1 ip from any to any out xmit igb0 recv igb1\n\
+                 add 200 queue 2 ip from any to any in via igb1\n\
+                 add 300 queue 3 ip from any to any via igb*\n\
+                 add 400 queue 4 ip from any to any not via any";
+    let f = udp4(1, 2, 3, 4);
+    let k = rules_of(rules, Some(&Interfaces::between("igb1", "igb0")));
+    assert_eq!(flowset_of(&k, &f, OUT), 1);
+    assert_eq!(flowset_of(&k, &f, IN), 2);
+    let k = rules_of(rules, Some(&Interfaces::between("em1", "igb7")));
+    assert_eq!(flowset_of(&k, &f, OUT), 3);
+    assert_eq!(
+        flowset_of(&k, &f, IN),
+        0,
+        "in: via is em1, which `igb*` is not"
+    );
+    // Non-IP frames see interface conditions too (rule 400 never holds: all have one).
+    let mut arp = eth(&[], 0x0806);
+    arp.extend_from_slice(&[0; 28]);
+    let k = rules_of(rules, Some(&Interfaces::between("igb1", "igb0")));
+    assert_eq!(flowset_of(&k, &arp, OUT), 1);
+    // Without interfaces a rule naming one is refused, naming it.
+    let text = format!("sched 1 config type fifo\nqueue 1 config sched 1\n{rules}\n");
+    let c = crate::parse_ipfw(
+        &text
+            .replace("queue 2", "queue 1")
+            .replace("queue 3", "queue 1")
+            .replace("queue 4", "queue 1"),
+        "t",
+    )
+    .unwrap();
+    let e = Classifier::new(&c).unwrap_err().to_string();
+    assert!(
+        e.contains("rule 100: `xmit igb0` matches an interface") && e.contains("pspat shape"),
+        "{e}"
+    );
 }

@@ -8,7 +8,7 @@
 use std::fmt::{self, Display, Formatter, Write};
 use std::net::Ipv6Addr;
 
-use super::parser::PROTOCOLS;
+use super::rule::{DSCP_NAMES, PROTOCOLS};
 use crate::model::*;
 use pspat_units as units;
 
@@ -58,11 +58,12 @@ pub fn mask6(m: u128) -> String {
     }
 }
 
-/// A protocol by name when ipfw has one, else by number.
+/// A protocol by name when ipfw has one, else by number. Protocol 41 is written `41`: its
+/// name `ipv6` in a rule's protocol position means the IPv6 family.
 pub fn proto_name(p: u8) -> String {
     PROTOCOLS
         .iter()
-        .find(|(_, n)| *n == p)
+        .find(|(name, n)| *n == p && *name != "ipv6")
         .map_or_else(|| p.to_string(), |(name, _)| (*name).to_owned())
 }
 
@@ -80,7 +81,11 @@ pub fn prefix(p: &Prefix) -> String {
 pub fn addr(a: &AddrMatch) -> String {
     match a {
         AddrMatch::Any => "any".into(),
-        AddrMatch::Table(t) => format!("table({t})"),
+        AddrMatch::Table(TableRef { name, value: None }) => format!("table({name})"),
+        AddrMatch::Table(TableRef {
+            name,
+            value: Some(v),
+        }) => format!("table({name},{v})"),
         AddrMatch::Prefixes(ps) if ps.len() == 1 => prefix(&ps[0]),
         AddrMatch::Prefixes(ps) => {
             let list: Vec<String> = ps.iter().map(prefix).collect();
@@ -159,8 +164,75 @@ impl Display for Action {
             Action::Pipe(x) => write!(f, "pipe {}", t(x)),
             Action::Allow => f.write_str("allow"),
             Action::Deny => f.write_str("deny"),
+            Action::Skipto(x) => write!(f, "skipto {}", t(x)),
+            Action::Count => f.write_str("count"),
         }
     }
+}
+
+/// `not ` when `not`, else nothing.
+pub fn not(not: bool) -> &'static str {
+    if not {
+        "not "
+    } else {
+        ""
+    }
+}
+
+/// A DSCP code point set as ipfw names it (`ef,af11`), numbers where there is no name.
+pub fn dscp(set: u64) -> String {
+    let names: Vec<String> = (0..64u8)
+        .filter(|i| set >> i & 1 == 1)
+        .map(|i| {
+            DSCP_NAMES
+                .iter()
+                .find(|(_, v)| *v == i)
+                .map_or_else(|| i.to_string(), |(n, _)| (*n).to_owned())
+        })
+        .collect();
+    names.join(",")
+}
+
+impl Display for RuleOption {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(not(self.not))?;
+        match &self.cond {
+            Cond::Family(Family::V4) => f.write_str("ip4"),
+            Cond::Family(Family::V6) => f.write_str("ip6"),
+            Cond::TcpFlags { set, clear } => {
+                let mut names = Vec::new();
+                for (n, bit) in tcp_flag::NAMES {
+                    if set & bit != 0 {
+                        names.push((*n).to_owned());
+                    } else if clear & bit != 0 {
+                        names.push(format!("!{n}"));
+                    }
+                }
+                write!(f, "tcpflags {}", names.join(","))
+            }
+            Cond::Established => f.write_str("established"),
+            Cond::IpLen(rs) => write!(f, "iplen {}", ports(rs)),
+            Cond::IpTtl(rs) => write!(f, "ipttl {}", ports(rs)),
+            Cond::Dscp(set) => write!(f, "dscp {}", dscp(*set)),
+            Cond::Iface(dir, name) => {
+                let d = match dir {
+                    IfaceDir::Recv => "recv",
+                    IfaceDir::Xmit => "xmit",
+                    IfaceDir::Via => "via",
+                };
+                match name {
+                    IfName::Any => write!(f, "{d} any"),
+                    IfName::Name(n) => write!(f, "{d} {n}"),
+                }
+            }
+        }
+    }
+}
+
+/// Rule options in ipfw syntax, space-separated.
+pub fn options(os: &[RuleOption]) -> String {
+    let v: Vec<String> = os.iter().map(|o| o.to_string()).collect();
+    v.join(" ")
 }
 
 impl Display for SchedSpec {
@@ -245,25 +317,33 @@ impl Display for Rule {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         let m = &self.matcher;
         let proto = m.proto.map_or_else(|| "ip".to_owned(), proto_name);
+        write!(f, "add {} ", self.number)?;
+        if let Some(p) = m.prob {
+            write!(f, "prob {} ", probability(p))?;
+        }
         write!(
             f,
-            "add {} {} {proto} from {}",
-            self.number,
+            "{} {proto} from {}{}",
             self.action,
+            not(m.not.src),
             addr(&m.src)
         )?;
         if !m.src_ports.is_empty() {
-            write!(f, " {}", ports(&m.src_ports))?;
+            write!(f, " {}{}", not(m.not.src_ports), ports(&m.src_ports))?;
         }
-        write!(f, " to {}", addr(&m.dst))?;
+        write!(f, " to {}{}", not(m.not.dst), addr(&m.dst))?;
         if !m.dst_ports.is_empty() {
-            write!(f, " {}", ports(&m.dst_ports))?;
+            write!(f, " {}{}", not(m.not.dst_ports), ports(&m.dst_ports))?;
         }
         match m.direction {
-            Some(Direction::In) => f.write_str(" in"),
-            Some(Direction::Out) => f.write_str(" out"),
-            None => Ok(()),
+            Some(Direction::In) => f.write_str(" in")?,
+            Some(Direction::Out) => f.write_str(" out")?,
+            None => {}
         }
+        if !m.options.is_empty() {
+            write!(f, " {}", options(&m.options))?;
+        }
+        Ok(())
     }
 }
 

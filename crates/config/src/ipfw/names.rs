@@ -1,0 +1,162 @@
+//! The names the rule language knows: protocols, services, DSCP code points, and the
+//! words of ipfw's rule language pspat refuses, each with why.
+
+/// Words of ipfw's rule language pspat refuses, each with why.
+pub const RULE_REFUSED: &[(&str, &str)] = &[
+    ("me", ME),
+    ("me6", ME),
+    ("set", "rule sets (`set N`) enable, disable and swap groups of rules at run time; pspat reads the whole file at once (edit it: a running `pspat shape` reloads it)"),
+    ("log", "`log` writes matched packets to ipfw's log; pspat keeps no packet log (its counters are per class and per drop reason)"),
+    ("logamount", "`log` writes matched packets to ipfw's log; pspat keeps no packet log (its counters are per class and per drop reason)"),
+    ("keep-state", STATEFUL),
+    ("record-state", STATEFUL),
+    ("check-state", STATEFUL),
+    ("limit", STATEFUL),
+    ("set-limit", STATEFUL),
+    ("layer2", "`layer2` rules run on ipfw's Ethernet pass (bridges, ether_demux), which pspat does not have: its rules see IP packets"),
+    ("mac", "`mac` matches on ipfw's Ethernet pass, which pspat does not have: its rules see IP packets"),
+    ("mac-type", "`mac-type` matches on ipfw's Ethernet pass, which pspat does not have: its rules see IP packets (non-IP frames go where the first rule without IP conditions sends them)"),
+    ("fwd", "`fwd` changes the next hop: pspat forwards between its two interfaces and routes nothing"),
+    ("forward", "`forward` changes the next hop: pspat forwards between its two interfaces and routes nothing"),
+    ("nat", "`nat` rewrites addresses; pspat never changes a packet"),
+    ("divert", "`divert` hands packets to a userland socket; pspat is itself the userland program"),
+    ("tee", "`tee` copies packets to a userland socket; pspat is itself the userland program"),
+    ("call", "`call`/`return` are ipfw's rule subroutines; use `skipto`"),
+    ("return", "`call`/`return` are ipfw's rule subroutines; use `skipto`"),
+    ("unreach", "`unreach` answers with an ICMP error; a shaper sends no packets of its own (use `deny`)"),
+    ("unreach6", "`unreach6` answers with an ICMPv6 error; a shaper sends no packets of its own (use `deny`)"),
+    ("reset", "`reset` answers with a TCP RST; a shaper sends no packets of its own (use `deny`)"),
+    ("reset6", "`reset6` answers with a TCP RST; a shaper sends no packets of its own (use `deny`)"),
+    ("setfib", "`setfib` picks a routing table; pspat routes nothing"),
+    ("setdscp", "`setdscp` rewrites the DSCP; pspat never changes a packet"),
+    ("tag", "`tag` marks packets for later rules; pspat has no packet tags"),
+    ("untag", "`untag` clears packet tags; pspat has no packet tags"),
+    ("tagged", "`tagged` matches packet tags; pspat has no packet tags"),
+    ("altq", "`altq` hands packets to ALTQ, another shaper"),
+    ("netgraph", "`netgraph` hands packets to a netgraph node; pspat has none"),
+    ("ngtee", "`ngtee` copies packets to a netgraph node; pspat has none"),
+    ("reass", "`reass` reassembles IP fragments; pspat classifies each fragment as it comes"),
+    ("iptos", "`iptos` (the old precedence and TOS bits) is not matched; match the DSCP with `dscp`"),
+];
+
+const ME: &str = "`me` is the firewall host's own addresses: a bump in the wire has none (pspat forwards between two interfaces and owns no address); write the addresses";
+const STATEFUL: &str = "stateful rules (`keep-state`, `check-state`, `limit`) create dynamic rules per connection; pspat's rules are stateless: match each direction with its own rule";
+
+/// Protocol names (those of /etc/protocols real configurations use), with their numbers;
+/// printing uses the first name of a number.
+pub const PROTOCOLS: &[(&str, u8)] = &[
+    ("icmp", 1),
+    ("igmp", 2),
+    ("ggp", 3),
+    ("ipencap", 4),
+    ("ipip", 4),
+    ("tcp", 6),
+    ("egp", 8),
+    ("udp", 17),
+    ("dccp", 33),
+    ("ipv6", 41),
+    ("ipv6-route", 43),
+    ("ipv6-frag", 44),
+    ("rsvp", 46),
+    ("gre", 47),
+    ("esp", 50),
+    ("ah", 51),
+    ("icmp6", 58),
+    ("ipv6-icmp", 58),
+    ("ipv6-nonxt", 59),
+    ("ipv6-opts", 60),
+    ("ospf", 89),
+    ("etherip", 97),
+    ("pim", 103),
+    ("ipcomp", 108),
+    ("vrrp", 112),
+    ("carp", 112),
+    ("l2tp", 115),
+    ("sctp", 132),
+    ("udplite", 136),
+    ("pfsync", 240),
+];
+
+/// Service names of /etc/services real configurations use, with their ports (TCP and
+/// UDP share them).
+pub const SERVICES: &[(&str, u16)] = &[
+    ("ftp-data", 20),
+    ("ftp", 21),
+    ("ssh", 22),
+    ("telnet", 23),
+    ("smtp", 25),
+    ("domain", 53),
+    ("bootps", 67),
+    ("bootpc", 68),
+    ("tftp", 69),
+    ("http", 80),
+    ("www", 80),
+    ("kerberos", 88),
+    ("pop3", 110),
+    ("sunrpc", 111),
+    ("auth", 113),
+    ("nntp", 119),
+    ("ntp", 123),
+    ("netbios-ns", 137),
+    ("netbios-dgm", 138),
+    ("netbios-ssn", 139),
+    ("imap", 143),
+    ("snmp", 161),
+    ("snmptrap", 162),
+    ("bgp", 179),
+    ("ldap", 389),
+    ("https", 443),
+    ("microsoft-ds", 445),
+    ("isakmp", 500),
+    ("syslog", 514),
+    ("submission", 587),
+    ("ldaps", 636),
+    ("imaps", 993),
+    ("pop3s", 995),
+    ("openvpn", 1194),
+    ("l2f", 1701),
+    ("pptp", 1723),
+    ("radius", 1812),
+    ("radius-acct", 1813),
+    ("nfsd", 2049),
+    ("mysql", 3306),
+    ("ms-wbt-server", 3389),
+    ("sip", 5060),
+    ("xmpp-client", 5222),
+    ("postgresql", 5432),
+    ("http-alt", 8080),
+];
+
+/// DSCP names (RFC 2474, 2597, 3246) as ipfw writes them, with their code points.
+pub const DSCP_NAMES: &[(&str, u8)] = &[
+    ("be", 0),
+    ("cs0", 0),
+    ("cs1", 8),
+    ("af11", 10),
+    ("af12", 12),
+    ("af13", 14),
+    ("cs2", 16),
+    ("af21", 18),
+    ("af22", 20),
+    ("af23", 22),
+    ("cs3", 24),
+    ("af31", 26),
+    ("af32", 28),
+    ("af33", 30),
+    ("cs4", 32),
+    ("af41", 34),
+    ("af42", 36),
+    ("af43", 38),
+    ("cs5", 40),
+    ("ef", 46),
+    ("cs6", 48),
+    ("cs7", 56),
+];
+
+/// The refusal of `word`, if ipfw's rule language has it and pspat does not.
+pub(super) fn refused(word: &str) -> Option<&'static str> {
+    RULE_REFUSED
+        .iter()
+        .find(|(w, _)| w.eq_ignore_ascii_case(word))
+        .map(|(_, why)| *why)
+}
