@@ -200,6 +200,7 @@ const ACCEPTED: &[&str] = &[
     "19-opnsense-per-user-pipes.ipfw",
     "22-webpagetest-windows-agent.ipfw",
     "23-comn-coursework-link-emulation.ipfw",
+    "24-sctplab-interop-pipes.ipfw",
 ];
 
 #[test]
