@@ -444,7 +444,10 @@ impl InstanceStats {
             .filter_map(|(q, fc)| {
                 let (f, c) = (*fc)?;
                 let (_, qkey) = inst.queues.key(q as u32)?;
-                let counters = Counters::of_flow(&inst.sched.flow_stats(f)?);
+                let mut counters = Counters::of_flow(&inst.sched.flow_stats(f)?);
+                let (plr, red) = inst.lost[q];
+                counters.drops.add(ArbiterDrop::Plr, plr);
+                counters.drops.add(ArbiterDrop::Red, red);
                 let class = &d.classes[c];
                 Some(QueueStats {
                     class: ClassRef::from(class.class.origin),

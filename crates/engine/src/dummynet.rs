@@ -154,6 +154,9 @@ pub(crate) struct Instance {
     drops: Drops,
     /// Per queue slot: its RED state; empty until a class of this instance has RED.
     red: Vec<RedQueue>,
+    /// Per queue slot: packets its queue lost (`plr`) and dropped early (`red`), which
+    /// the algorithm never saw (its statistics; `drops` has them too).
+    pub(crate) lost: Vec<(u64, u64)>,
     /// Queues removed after their idle time.
     pub(crate) expired_queues: u64,
 }
@@ -426,6 +429,7 @@ impl Dummynet {
             queue_created_ns: vec![0; INITIAL_IDS.min(queues) as usize],
             drops: Drops::default(),
             red: Vec::new(),
+            lost: vec![(0, 0); INITIAL_IDS.min(queues) as usize],
             expired_queues: 0,
         };
         let id = match self.free_instances.pop() {
@@ -587,6 +591,7 @@ fn queue_of(
         inst.flows.resize(n, None);
         inst.last_ns.resize(n, 0);
         inst.queue_created_ns.resize(n, 0);
+        inst.lost.resize(n, (0, 0));
         if !inst.red.is_empty() {
             inst.red.resize(n, RedQueue::default());
         }
@@ -597,6 +602,7 @@ fn queue_of(
                 inst.flows[q] = Some((f, slot));
                 inst.per_class[slot] += 1;
                 inst.queue_created_ns[q] = now;
+                inst.lost[q] = (0, 0);
                 if let Some(r) = inst.red.get_mut(q) {
                     *r = RedQueue::default();
                 }
@@ -651,6 +657,7 @@ impl Service for Dummynet {
         let qm = &self.classes[slot].class.qm;
         if !qm.plr.is_zero() && self.dice.chance(qm.plr) {
             inst.drops.add(ArbiterDrop::Plr, 1);
+            inst.lost[q].0 += 1;
             inst.last_ns[q] = now;
             return Err(ArbiterDrop::Plr);
         }
@@ -673,6 +680,7 @@ impl Service for Dummynet {
             let byte_ns = if rate == 0 { 0.0 } else { 8e9 / rate as f64 };
             if inst.red[q].drops(red, size, idle, byte_ns, &mut self.dice) {
                 inst.drops.add(ArbiterDrop::Red, 1);
+                inst.lost[q].1 += 1;
                 inst.last_ns[q] = now;
                 return Err(ArbiterDrop::Red);
             }

@@ -107,6 +107,15 @@ fn a_pipe_delays_every_packet_and_loses_its_share_with_its_own_reason() {
         .and_then(|s| s.dummynet)
         .expect("a dummynet configuration has statistics");
     assert_eq!(dn.totals().drops.get(ArbiterDrop::Plr), lost);
+    // ... and the pipe's queue counts them too, as `dnctl pipe show` shows them per queue.
+    let queues: u64 = dn
+        .schedulers
+        .iter()
+        .flat_map(|s| &s.instances)
+        .flat_map(|i| &i.queues)
+        .map(|q| q.counters.drops.get(ArbiterDrop::Plr))
+        .sum();
+    assert_eq!(queues, lost);
 }
 
 #[test]
