@@ -185,29 +185,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-in_ns() { local n=$1; shift; ip netns exec "$n" "$@"; }
-
-for n in "$ns_snd" "$ns_shp" "$ns_rcv"; do
-    ip netns add "$n"
-    created_ns+=("$n")
-    # No IPv6: no router solicitations or neighbour discovery through the shaper.
-    in_ns "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-    ip -n "$n" link set lo up
-done
-ip -n "$ns_snd" link add s0 type veth peer name s1 netns "$ns_shp"
-ip -n "$ns_shp" link add r1 type veth peer name r0 netns "$ns_rcv"
-ip -n "$ns_snd" addr add 10.77.0.1/24 dev s0
-ip -n "$ns_rcv" addr add 10.77.0.2/24 dev r0
-for l in "$ns_snd s0" "$ns_shp s1" "$ns_shp r1" "$ns_rcv r0"; do
-    set -- $l
-    ip -n "$1" link set "$2" up
-done
-mac() { ip -n "$1" -o link show "$2" | awk '{for (i = 1; i < NF; i++) if ($i == "link/ether") print $(i + 1)}'; }
-# Static neighbours: no ARP has to cross the shaper.
-ip -n "$ns_snd" neigh replace 10.77.0.2 lladdr "$(mac "$ns_rcv" r0)" dev s0 nud permanent
-ip -n "$ns_rcv" neigh replace 10.77.0.1 lladdr "$(mac "$ns_snd" s0)" dev r0 nud permanent
-ip -n "$ns_shp" link set s1 promisc on
-ip -n "$ns_shp" link set r1 promisc on
+# shellcheck source=../lib/three-ns.sh
+. "$repo/experiments/lib/three-ns.sh"
+three_ns_build 10.77.0
 
 # ---- helpers -------------------------------------------------------------------------------
 # The sink runs on the last CPU, the senders on the others (with the kernel's forwarding

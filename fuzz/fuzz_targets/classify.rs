@@ -59,6 +59,7 @@ fn config() -> Config {
                 weight: id,
                 max_len: 1500,
                 limit: QueueLimit::Packets(10),
+                qm: QueueManagement::default(),
                 mask,
                 max_queues: 8,
                 idle_ns: 1000,
@@ -74,6 +75,7 @@ fn config() -> Config {
             mask: FlowMask::ALL,
             max_instances: 2,
             idle_ns: 10,
+            ..PipeSpec::new(5)
         },
     );
     c.tables.insert(
