@@ -36,11 +36,14 @@ struct Slot {
 struct Line {
     head: u32,
     tail: u32,
+    /// Packets on it (statistics).
+    pkts: u64,
 }
 
 const EMPTY: Line = Line {
     head: NIL,
     tail: NIL,
+    pkts: 0,
 };
 
 /// Every delay line of a dummynet service; see the module docs.
@@ -117,6 +120,7 @@ impl DelayLines {
             self.slots[l.tail as usize].next = i;
         }
         l.tail = i;
+        l.pkts += 1;
         self.pkts += 1;
         self.bytes += u64::from(p.len);
         Ok(())
@@ -135,6 +139,7 @@ impl DelayLines {
         let i = l.head;
         let slot = self.slots[i as usize];
         l.head = slot.next;
+        l.pkts -= 1;
         if l.head == NIL {
             l.tail = NIL;
         } else {
@@ -163,6 +168,11 @@ impl DelayLines {
     /// Packets and bytes held.
     pub(crate) fn held(&self) -> (u64, u64) {
         (self.pkts, self.bytes)
+    }
+
+    /// Packets held on `line` (0 for a line never reserved).
+    pub(crate) fn held_on(&self, line: usize) -> u64 {
+        self.lines.get(line).map_or(0, |l| l.pkts)
     }
 }
 
@@ -194,6 +204,7 @@ mod tests {
         d.push(1, 50, pkt(4, 40)).unwrap();
         assert_eq!(d.push(1, 60, pkt(5, 1)).unwrap_err().seq, 5, "full");
         assert_eq!(d.held(), (4, 100));
+        assert_eq!((d.held_on(0), d.held_on(1), d.held_on(7)), (2, 2, 0));
         assert_eq!(d.next_due(), Some(40));
         assert!(d.pop_due(39).is_none());
         let mut out = Vec::new();

@@ -277,6 +277,10 @@ pub struct SchedulerStats {
     pub algorithm: String,
     /// Every instance's link rate, bit/s (0 = unlimited).
     pub bandwidth_bps: u64,
+    /// How long a packet leaving the link is held before it is sent on (ns).
+    pub delay_ns: u64,
+    /// Packets in its delay line now (they have left its instances' queues).
+    pub delayed_pkts: u64,
     /// Its live instances, by key.
     pub instances: Vec<InstanceStats>,
     /// Instances removed after their idle time.
@@ -396,7 +400,8 @@ impl DummynetStats {
         let schedulers = d
             .scheds
             .iter()
-            .map(|st| {
+            .enumerate()
+            .map(|(line, st)| {
                 let mut instances: Vec<InstanceStats> = st
                     .inst_ids
                     .iter()
@@ -414,6 +419,8 @@ impl DummynetStats {
                     live: st.live,
                     algorithm: st.sched.algorithm.clone(),
                     bandwidth_bps: st.sched.bandwidth_bps,
+                    delay_ns: st.sched.delay_ns,
+                    delayed_pkts: d.delays.held_on(line),
                     instances,
                     expired_instances: st.expired_instances,
                     retired: st.retired,
@@ -587,6 +594,14 @@ impl fmt::Display for DummynetStats {
                 if s.instances.len() == 1 { "" } else { "s" },
                 s.expired_instances
             )?;
+            if s.delay_ns > 0 {
+                write!(
+                    f,
+                    ", delay {} ms, {} in the delay line",
+                    s.delay_ns / 1_000_000,
+                    s.delayed_pkts
+                )?;
+            }
             if !s.live {
                 f.write_str(" (removed from the configuration)")?;
             }
@@ -721,6 +736,8 @@ mod tests {
                 live: true,
                 algorithm: "drr".into(),
                 bandwidth_bps: 8_000_000,
+                delay_ns: 0,
+                delayed_pkts: 0,
                 instances: vec![InstanceStats {
                     id: 0,
                     key: FlowKey::v4(0x0a00_0001, 0, 0, 0, 0),

@@ -184,3 +184,35 @@ fn a_queue_attached_to_a_pipe_runs_on_its_link_and_delay() {
     assert_eq!(s.algorithm, "wf2q+");
     assert_eq!(s.bandwidth_bps, 40_000_000);
 }
+
+/// The statistics show a scheduler's delay and how many packets its delay line holds, as
+/// `dnctl pipe show` shows a pipe's delay; a draining stop waits for the line to empty.
+#[test]
+fn statistics_show_the_delay_line() {
+    let (engine, mut clients) = start(
+        "pipe 1 config delay 500\nadd 100 pipe 1 ip from any to any\n",
+        1,
+        Arc::new(pspat_io::null::Null),
+    );
+    submit_all(&mut clients[0], &key(1), 100, 100);
+    // Released at once (no bandwidth), held for 500 ms: all 100 are in the line unless this
+    // thread was kept from running for half a second.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let s = loop {
+        let dn = engine.dummynet_stats().unwrap();
+        let s = dn.scheduler(SchedRef::Pipe(1)).unwrap().clone();
+        if s.delayed_pkts == 100 || Instant::now() > deadline {
+            break (s, dn);
+        }
+    };
+    assert_eq!(s.0.delay_ns, 500_000_000);
+    assert_eq!(s.0.delayed_pkts, 100, "{}", s.1);
+    assert!(
+        s.1.to_string()
+            .contains("delay 500 ms, 100 in the delay line"),
+        "{}",
+        s.1
+    );
+    let report = engine.stop(true);
+    assert_eq!(report.snapshot.clients[0].sent, 100);
+}
