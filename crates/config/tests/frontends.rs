@@ -283,6 +283,27 @@ fn syntax_errors_point_at_line_column_and_token() {
         ("queue 1 config pipe 1 bw 1M", 1, 23, "bw", "pipe 1 config"),
         ("pipe 1 config profile x", 1, 15, "profile", "extra-delay"),
         (
+            "sysctl net.inet.ip.fw.one_pass=0",
+            1,
+            8,
+            "net.inet.ip.fw.one_pass=0",
+            "chaining",
+        ),
+        (
+            "sysctl -w kern.hz=1000",
+            1,
+            11,
+            "kern.hz=1000",
+            "not a dummynet setting",
+        ),
+        (
+            "sysctl net.inet.ip.fw.one_pass",
+            1,
+            8,
+            "net.inet.ip.fw.one_pass",
+            "NAME=VALUE",
+        ),
+        (
             "pipe 1 config mask flow-id 0xf",
             1,
             20,

@@ -10,3 +10,4 @@ pub mod parser;
 pub mod print;
 pub mod rule;
 pub mod stream;
+mod sysctl;

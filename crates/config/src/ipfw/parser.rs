@@ -47,6 +47,7 @@ pub use super::rule::{
     action_str, addr_str, neg_addr_str, neg_ports_str, options_str, parse_prefix, port_range,
     ports_str, prob_str, protocol_str, PROTOCOLS,
 };
+use super::sysctl;
 use super::{rule, stream};
 use crate::error::{cut, unit_error, ConfigError};
 use crate::model::*;
@@ -70,6 +71,7 @@ pub const KEYWORDS: &[&str] = &[
     "create",
     "delete",
     "flush",
+    "sysctl",
     // scheduler, flowset and pipe options
     "type",
     "bw",
@@ -259,7 +261,7 @@ impl<'a> Cursor<'_, 'a> {
 fn command(c: &mut Cursor<'_, '_>, d: &mut Draft, last_rule: &mut u32) -> R<()> {
     let at = c.loc();
     const EXPECTED: &str =
-        "expected a command: sched, queue, pipe, add, delete, flush, table or default";
+        "expected a command: sched, queue, pipe, add, delete, flush, table, default or sysctl";
     let t = c.word(&EXPECTED["expected ".len()..])?;
     match t.text.to_ascii_lowercase().as_str() {
         kind @ ("sched" | "queue" | "pipe") => objects::command(c, d, kind, at)?,
@@ -267,6 +269,7 @@ fn command(c: &mut Cursor<'_, '_>, d: &mut Draft, last_rule: &mut u32) -> R<()> 
         "flush" => stream::flush(c, d, last_rule)?,
         "delete" => stream::delete(c, d, last_rule)?,
         "table" => stream::table(c, d, at)?,
+        "sysctl" => sysctl::sysctl(c)?,
         "default" => {
             let a = rule::action(c)?;
             c.end()?;
