@@ -7,7 +7,8 @@
 //!   `Classifier` and swapping it in.
 //! - **Stage 2** ([`KeyMap`], on the arbiter thread only): the class's and its scheduler's
 //!   masks applied to the key, masked keys mapped to dense scheduler-instance and queue ids
-//!   in bounded, preallocated maps with idle expiry.
+//!   in bounded maps with idle expiry (allocated at once, or growing by doubling up to
+//!   their bound: `KeyMap::growable`).
 
 pub mod compile;
 pub mod interfaces;
