@@ -281,6 +281,13 @@ fn syntax_errors_point_at_line_column_and_token() {
         ("queue 1 config pipe 1 sched 1", 1, 23, "sched", "give one"),
         ("sched 1 config delay 10", 1, 16, "delay", "pipe 1 config"),
         ("queue 1 config pipe 1 bw 1M", 1, 23, "bw", "pipe 1 config"),
+        (
+            "queue 1 config delay 5 pipe 1",
+            1,
+            16,
+            "delay",
+            "`pipe P config`",
+        ),
         ("pipe 1 config profile x", 1, 15, "profile", "extra-delay"),
         (
             "sysctl net.inet.ip.fw.one_pass=0",

@@ -274,10 +274,16 @@ fn link_only(
     id: u32,
 ) -> R<()> {
     if LINK_ONLY.contains(&k) {
+        // A queue line names its pipe with `pipe P` (0: not given before this option).
+        let pipe = if id == 0 {
+            "P".to_owned()
+        } else {
+            id.to_string()
+        };
         return Err(c.err_at(
             t,
             format!(
-                "`{k}` is a parameter of link {id}: write it on `pipe {id} config` (ipfw \
+                "`{k}` is a parameter of a link: write it on `pipe {pipe} config` (ipfw \
                  refuses it on a {what} line)"
             ),
         ));
