@@ -142,17 +142,6 @@ else
     gen_cpus=0
 fi
 
-# waits until file $1 contains $2 (the process $3 must stay alive), at most 60 s
-wait_for() {
-    local i
-    for i in $(seq 1 1200); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        kill -0 "$3" 2>/dev/null || { echo "error: process exited early:" >&2; cat "$1" >&2; return 1; }
-        sleep 0.05
-    done
-    echo "error: no '$2' after 60 s in $1" >&2
-    return 1
-}
 
 forget() {
     local keep=() p
@@ -200,7 +189,7 @@ shaper_start() {
         >"$logs/$name-shape.out" 2>"$logs/$name-shape.err" &
     shaper=$!
     pids+=("$shaper")
-    wait_for "$logs/$name-shape.err" "pspat shape: ready" "$shaper"
+    wait_for "$logs/$name-shape.err" "pspat shape: ready" "$shaper" 60
 }
 shaper_stop() { # NAME: SIGTERM, wait, keep the final account; exit status 0 expected
     local rc=0
@@ -224,7 +213,7 @@ sink_start() { # NAME DURATION WARMUP MEASURE
         --json "$out/$1-sink.json" >"$logs/$1-sink.out" 2>"$logs/$1-sink.err" &
     sink=$!
     pids+=("$sink")
-    wait_for "$logs/$1-sink.err" "ready" "$sink"
+    wait_for "$logs/$1-sink.err" "ready" "$sink" 60
     rcvbuf_before=$(in_ns "$ns_rcv" awk '$1 == "Udp:" && $2 ~ /^[0-9]/ { print $6 }' /proc/net/snmp)
 }
 sink_wait() { # NAME: waits for the sink's idle stop; sets rcvbuf_drops

@@ -8,7 +8,8 @@
 # static neighbours (no ARP has to cross it) and the shaper's two ends promiscuous. The
 # caller names the namespaces (`ns_snd`, `ns_shp`, `ns_rcv`), keeps a `created_ns` array
 # (each namespace is appended as it is made, so that its trap deletes exactly those) and
-# calls `three_ns_build NET` (`10.77.0`).
+# calls `three_ns_build NET` (`10.77.0`). `wait_for` is the kits' wait for a process's
+# readiness line.
 
 in_ns() { local n=$1; shift; ip netns exec "$n" "$@"; }
 
@@ -35,4 +36,16 @@ three_ns_build() {
     ip -n "$ns_rcv" neigh replace "$net.1" lladdr "$(mac "$ns_snd" s0)" dev r0 nud permanent
     ip -n "$ns_shp" link set s1 promisc on
     ip -n "$ns_shp" link set r1 promisc on
+}
+
+# waits until file $1 contains $2 while process $3 stays alive, at most $4 seconds (10)
+wait_for() {
+    local i tries=$(( ${4:-10} * 20 ))
+    for i in $(seq 1 "$tries"); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        kill -0 "$3" 2>/dev/null || { echo "error: process exited early:" >&2; cat "$1" >&2; return 1; }
+        sleep 0.05
+    done
+    echo "error: no '$2' after ${4:-10} s in $1" >&2
+    return 1
 }

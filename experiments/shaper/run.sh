@@ -226,17 +226,6 @@ fi
 # weight of sender $1
 weight_of() { local w; IFS=, read -ra w <<<"$weights"; echo "${w[$(($1 % ${#w[@]}))]}"; }
 
-# waits until file $1 contains $2 (the process $3 must stay alive), at most 10 s
-wait_for() {
-    local i
-    for i in $(seq 1 200); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        kill -0 "$3" 2>/dev/null || { echo "error: process exited early:" >&2; cat "$1" >&2; return 1; }
-        sleep 0.05
-    done
-    echo "error: no '$2' after 10 s in $1" >&2
-    return 1
-}
 
 stop() { # pid: TERM, wait, forget
     kill -TERM "$1" 2>/dev/null || true

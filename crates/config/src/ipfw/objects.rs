@@ -171,12 +171,7 @@ fn config(c: &mut Cursor<'_, '_>, d: &mut Draft, kind: &str, id: u32, at: Loc) -
         }
         "queue" => {
             let (item, given) = queue_config(c, id)?;
-            let old = d
-                .flowsets
-                .iter()
-                .find(|q| q.item.id == id)
-                .map(|q| q.item.clone());
-            if !given.sched && old.is_none() {
+            if !given.sched && !d.flowsets.iter().any(|q| q.item.id == id) {
                 return Err(c.err(format!(
                     "queue {id}: expected `pipe P` or `sched S` (what it attaches to)"
                 )));
