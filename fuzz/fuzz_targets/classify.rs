@@ -150,10 +150,21 @@ fn config() -> Config {
 
 thread_local! {
     static CLASSIFIER: Classifier = Classifier::new(&config()).expect("fixed config compiles");
+    /// The same rules with `one_pass 0`: packets collect every pipe and queue they match.
+    static CHAINING: Classifier = Classifier::new(&pspat_config::Config {
+        one_pass: false,
+        ..config()
+    })
+    .expect("fixed config compiles");
 }
 
 fuzz_target!(|data: &[u8]| {
-    CLASSIFIER.with(|k| {
+    CLASSIFIER.with(|k| check(k, data));
+    CHAINING.with(|k| check(k, data));
+});
+
+fn check(k: &Classifier, data: &[u8]) {
+    {
         for dir in [Direction::In, Direction::Out] {
             let v = k.classify_frame(data, dir);
             match (parse_frame(data), v) {
@@ -165,6 +176,15 @@ fuzz_target!(|data: &[u8]| {
                         let c = &k.classes()[class as usize];
                         assert!((c.sched as usize) < k.scheds().len());
                     }
+                    if let Verdict::Chain { chain, key: vk } = v {
+                        assert!(!k.one_pass(), "a chain with one_pass 1");
+                        assert!(chain.classes().len() >= 2);
+                        assert!(chain
+                            .classes()
+                            .iter()
+                            .all(|&c| (c as usize) < k.classes().len()));
+                        assert_eq!(vk, key);
+                    }
                 }
                 (Ok(Parsed::NonIp { .. }), v) => assert_eq!(v, k.classify_non_ip(dir)),
                 (Err(e), v) => assert_eq!(
@@ -173,5 +193,5 @@ fuzz_target!(|data: &[u8]| {
                 ),
             }
         }
-    });
-});
+    }
+}

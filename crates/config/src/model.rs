@@ -597,6 +597,10 @@ pub struct Config {
     pub rules: Vec<Rule>,
     /// What happens to a packet no rule matched (`Deny` unless configured).
     pub default_action: Action,
+    /// ipfw's `net.inet.ip.fw.one_pass`: true (the default), a pipe or queue rule ends the
+    /// rule search; false, a packet leaving the pipe goes on at the next rule, so that it
+    /// may cross several pipes in turn.
+    pub one_pass: bool,
 }
 
 impl Default for Config {
@@ -608,6 +612,7 @@ impl Default for Config {
             tables: BTreeMap::new(),
             rules: Vec::new(),
             default_action: Action::Deny,
+            one_pass: true,
         }
     }
 }

@@ -98,6 +98,8 @@ pub struct Draft {
     pub tables: Vec<Located<TableCmd>>,
     pub rules: Vec<Located<Rule>>,
     pub default_action: Vec<Located<Action>>,
+    /// `net.inet.ip.fw.one_pass`, as the file last set it.
+    pub one_pass: Option<bool>,
 }
 
 impl Draft {
@@ -349,6 +351,7 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
     rules.sort_by_key(|r| r.number); // stable
     cfg.rules = rules;
 
+    cfg.one_pass = draft.one_pass.unwrap_or(true);
     match draft.default_action.as_slice() {
         [] => {}
         [d] => {

@@ -343,6 +343,9 @@ struct RuleT {
 #[serde(deny_unknown_fields)]
 struct FileT {
     default: Option<Spanned<ActionT>>,
+    /// ipfw's net.inet.ip.fw.one_pass.
+    #[serde(rename = "one-pass")]
+    one_pass: Option<bool>,
     #[serde(default)]
     sched: Vec<Spanned<SchedT>>,
     #[serde(default)]
@@ -426,6 +429,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
     })?;
     let at = |span: Range<usize>| Some(loc_of(text, span.start));
     let mut d = Draft::new(origin);
+    d.one_pass = file.one_pass;
     if let Some(a) = file.default {
         d.default_action.push(Located {
             at: at(a.span()),
@@ -622,6 +626,9 @@ fn key(k: &str) -> String {
 pub fn to_toml(c: &Config) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "default = {}", quote(&c.default_action.to_string()));
+    if !c.one_pass {
+        s.push_str("one-pass = false\n");
+    }
     for x in c.schedulers.values() {
         let _ = write!(
             s,

@@ -290,11 +290,11 @@ fn syntax_errors_point_at_line_column_and_token() {
         ),
         ("pipe 1 config profile x", 1, 15, "profile", "extra-delay"),
         (
-            "sysctl net.inet.ip.fw.one_pass=0",
+            "sysctl net.inet.ip.fw.one_pass=2",
             1,
             8,
-            "net.inet.ip.fw.one_pass=0",
-            "chaining",
+            "net.inet.ip.fw.one_pass=2",
+            "0 or 1",
         ),
         (
             "sysctl -w kern.hz=1000",

@@ -135,7 +135,7 @@ fn classification_and_keymap_do_not_allocate() {
     for round in 0..4u64 {
         for f in &frames {
             match k.classify_frame(f, Direction::Out) {
-                Verdict::Schedule { key, .. } => {
+                Verdict::Schedule { key, .. } | Verdict::Chain { key, .. } => {
                     let m = key.masked(&mask);
                     let _ = map.get_or_insert(m, m.hash64(), round);
                     counts[0] += 1;

@@ -371,6 +371,7 @@ fn random_config(seed: u64) -> Config {
         2 => Action::Allow,
         _ => Action::Deny,
     };
+    c.one_pass = r.coin();
     c
 }
 

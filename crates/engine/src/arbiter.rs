@@ -293,6 +293,9 @@ impl<V: Service> Arbiter<V> {
             self.svc.tick(now);
         }
         outcome.sent = self.release(now);
+        while let Some((p, reason)) = self.svc.late_drop() {
+            self.dropped_inside(p, reason);
+        }
         self.release_slots();
         self.out.hand_off(&self.shared, &mut self.ports);
         outcome
@@ -540,6 +543,22 @@ impl<V: Service> Arbiter<V> {
         }
         debug_assert!(handed == 0 || handed == k, "{handed} of {k} members");
         self.ports[c].mailbox.release(k as usize);
+    }
+
+    /// A packet the scheduler dropped after taking it (a later hop of a chained pipe): as
+    /// [`Self::refused`], and it leaves the scheduler's backlog. It no longer counts as
+    /// `enqueued`, so that what is in the mailboxes stays `submitted - enqueued - dropped`.
+    #[cold]
+    #[inline(never)]
+    fn dropped_inside(&mut self, p: Pkt, reason: crate::stats::ArbiterDrop) {
+        let c = p.client as usize;
+        let counters = &self.shared.counters[c];
+        counters.arbiter.0.dropped[reason.slot()].add(1);
+        counters.arbiter.0.enqueued.sub(1);
+        counters.signal.0.drops.add(1);
+        self.backend.discard(&[p]);
+        self.ports[c].mailbox.release(1);
+        self.tally.left += 1;
     }
 
     /// Block 2: release packets onto the emulated link while it is idle at `now`, at most

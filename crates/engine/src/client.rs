@@ -19,6 +19,7 @@ use pspat_mailbox::{Consumer, Producer};
 
 use crate::clock;
 use crate::dummynet::{class_code, PASS_CODE};
+use crate::hops::pack;
 use crate::shared::Shared;
 use crate::stats::{ClientCounters, Filtered};
 use crate::tx::Transmitter;
@@ -287,19 +288,39 @@ impl Client {
     ) -> Result<Accepted, SubmitError> {
         let code = match verdict {
             Verdict::Schedule { class, key } => {
-                let c = self
+                let classes = self
                     .classifier
                     .as_ref()
                     .expect("classified with it")
                     .1
-                    .classes()[class as usize]
-                    .origin;
+                    .classes();
                 // The key rides beside the mailbox, in the slot of this packet's sequence
                 // number (see keyring.rs for why it cannot be overwritten early).
                 self.shared
                     .keys
-                    .put(self.stamp.id, self.stamp.next_seq(), key.to_words(), tag);
-                class_code(c)
+                    .put(self.stamp.id, self.stamp.next_seq(), key.to_words(), tag, 0);
+                class_code(classes[class as usize].origin)
+            }
+            Verdict::Chain { chain, key } => {
+                // `one_pass 0`: the first hop's code in the descriptor, the others in the
+                // key ring's hops word (see hops.rs).
+                let classes = self
+                    .classifier
+                    .as_ref()
+                    .expect("classified with it")
+                    .1
+                    .classes();
+                let code = |c: &u32| class_code(classes[*c as usize].origin);
+                let (first, rest) = chain.classes().split_first().expect("a chain has hops");
+                let hops = pack(rest.iter().map(code));
+                self.shared.keys.put(
+                    self.stamp.id,
+                    self.stamp.next_seq(),
+                    key.to_words(),
+                    tag,
+                    hops,
+                );
+                code(first)
             }
             Verdict::Allow => {
                 self.shared

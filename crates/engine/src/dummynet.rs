@@ -39,6 +39,12 @@
 //! as dummynet's (which has no bound at all), and the defaults are high enough (65 536) not
 //! to drop in normal use. Growing allocates, once per doubling, on a new key's packet.
 //!
+//! Chained pipes (`one_pass 0`, see `hops.rs`): a packet whose rules named several pipes
+//! and queues is enqueued at the next one each time it leaves a link (and its delay line),
+//! arriving there when it left; the link of each hop charges it from that arrival. A drop
+//! at a later hop is reported to the arbiter through [`Service::late_drop`], as it has
+//! already entered the scheduler.
+//!
 //! Statistics ([`crate::dnstats`], built on request between two scans): per queue, its
 //! flow's counters in the instance's algorithm; per instance, the algorithm's totals (which
 //! keep what expired queues did) plus the drops of packets that got no queue; per
@@ -59,6 +65,7 @@ use crate::control::Change;
 use crate::delay::DelayLines;
 use crate::dice::Dice;
 use crate::dnstats::{Counters, Drops, DummynetStats};
+use crate::hops::{Hops, Leaving, CHAINED};
 use crate::keyring::KeyRings;
 use crate::link::Link;
 use crate::red::RedQueue;
@@ -73,8 +80,9 @@ const PIPE_BASE: u32 = 1 << 16;
 const CODES: usize = 2 << 16;
 /// No slot, no instance.
 pub(crate) const NONE: u32 = u32::MAX;
-/// `Dummynet::last` of a packet that comes out of a delay line (charged when it entered).
-const DELAYED: u32 = u32::MAX - 1;
+/// `Dummynet::last` of a packet already charged to its link: one that comes out of a delay
+/// line (charged when it entered) or leaves the last hop of a chain.
+const CHARGED: u32 = u32::MAX - 1;
 /// Instances per scheduler and queues per instance a map has room for at first; it
 /// doubles as needed up to `max-instances` / `max-queues` (see `KeyMap::growable`).
 const INITIAL_IDS: u32 = 64;
@@ -180,6 +188,10 @@ pub(crate) struct Dummynet {
     /// Loss and RED decisions.
     dice: Dice,
     keys: Arc<KeyRings>,
+    /// Packets crossing several pipes (`one_pass 0`).
+    hops: Hops,
+    /// Packets dropped at a later hop of their chain, for the arbiter.
+    late: Vec<(Pkt, ArbiterDrop)>,
     /// Per-instance packet capacity (every packet holds a client mailbox slot).
     capacity: u32,
     now: u64,
@@ -212,6 +224,8 @@ impl Dummynet {
             delays: DelayLines::new(),
             dice: Dice::new(DICE_SEED),
             keys,
+            hops: Hops::new(),
+            late: Vec::new(),
             capacity,
             now: 0,
             retired: SchedStats::default(),
@@ -326,6 +340,9 @@ impl Dummynet {
             .any(|s| s.sched.delay_ns > 0 || s.sched.bandwidth_bps == 0)
         {
             self.delays.reserve(self.capacity, self.scheds.len());
+        }
+        if !plan.one_pass() {
+            self.hops.reserve(self.capacity);
         }
         for c in self.classes.iter_mut() {
             c.live = false;
@@ -616,24 +633,68 @@ fn queue_of(
     Ok(q)
 }
 
-impl Service for Dummynet {
-    fn enqueue(&mut self, mut p: Pkt, now: u64) -> Result<(), ArbiterDrop> {
-        self.now = now;
-        // Read the key (below) before the tag replaces the sequence number it is filed by.
-        let key_seq = p.seq;
-        p.seq = self.keys.tag(p.client, key_seq);
-        if p.flow == PASS_CODE {
-            self.pass.push_back(p);
-            return Ok(());
-        }
-        let slot = match self.class_of_code.get(p.flow as usize) {
-            Some(&s) if s != NONE && self.classes[s as usize].live => s as usize,
+impl Dummynet {
+    /// The live class slot of class code `code`.
+    #[inline]
+    fn class_slot(&mut self, code: u32) -> Result<usize, ArbiterDrop> {
+        match self.class_of_code.get(code as usize) {
+            Some(&s) if s != NONE && self.classes[s as usize].live => Ok(s as usize),
             _ => {
                 self.no_class += 1;
-                return Err(ArbiterDrop::NoClass);
+                Err(ArbiterDrop::NoClass)
             }
-        };
-        let key = FlowKey::from_words(self.keys.get(p.client, key_seq));
+        }
+    }
+
+    /// When `p` arrived at the hop it is in: its submission, or for a chained packet when
+    /// it left the hop before.
+    #[inline]
+    fn arrived_ns(&self, p: &Pkt) -> u64 {
+        if p.flow & CHAINED == 0 {
+            p.submit_ns
+        } else {
+            self.hops.arrived_ns(p.seq)
+        }
+    }
+
+    /// A chained packet left a hop at `at_ns`: enqueued at its next one, or returned
+    /// (with its tag back in `seq`) when that was its last. A drop at the next hop goes to
+    /// `late`.
+    fn leave_hop(&mut self, mut p: Pkt, at_ns: u64) -> Option<Pkt> {
+        let entry = p.seq;
+        match self.hops.leave(entry, at_ns) {
+            Leaving::Out { tag } => {
+                p.seq = tag;
+                p.flow &= !CHAINED;
+                Some(p)
+            }
+            Leaving::Next { code, key } => {
+                p.flow = code | CHAINED;
+                let r = self
+                    .class_slot(code)
+                    .and_then(|slot| self.enqueue_class(p, slot, code, &key, at_ns));
+                if let Err(d) = r {
+                    p.seq = self.hops.drop_out(entry);
+                    p.flow = code;
+                    self.late.push((p, d));
+                }
+                None
+            }
+        }
+    }
+
+    /// Enqueues `p` in class slot `slot` (code `code`) for `key`, having arrived at
+    /// `arrived_ns`.
+    fn enqueue_class(
+        &mut self,
+        p: Pkt,
+        slot: usize,
+        code: u32,
+        key: &FlowKey,
+        arrived_ns: u64,
+    ) -> Result<(), ArbiterDrop> {
+        let now = self.now;
+        let key = *key;
         let s = self.classes[slot].sched;
         let id = match self.instance(s, &key) {
             Ok(id) => id,
@@ -645,7 +706,7 @@ impl Service for Dummynet {
         let inst = self.instances[id as usize]
             .as_mut()
             .expect("instance ids in the maps are live");
-        let q = match queue_of(inst, &self.classes, slot, p.flow, &key, now) {
+        let q = match queue_of(inst, &self.classes, slot, code, &key, now) {
             Ok(q) => q,
             Err(d) => {
                 inst.drops.add(d, 1);
@@ -697,7 +758,7 @@ impl Service for Dummynet {
             // go, for the queue's counters. Sent on from the scheduler's delay line, due
             // now or `delay` later.
             let (_, mut p) = inst.sched.dequeue().expect("the packet just queued");
-            p.depart_ns = now.max(p.submit_ns);
+            p.depart_ns = now.max(arrived_ns);
             let line = inst.owner.0;
             let due = p.depart_ns + self.scheds[line].sched.delay_ns;
             if let Err(p) = self.delays.push(line as u32, due, p) {
@@ -712,12 +773,51 @@ impl Service for Dummynet {
         }
         Ok(())
     }
+}
+
+impl Service for Dummynet {
+    fn enqueue(&mut self, mut p: Pkt, now: u64) -> Result<(), ArbiterDrop> {
+        self.now = now;
+        // Read the key (below) before the tag replaces the sequence number it is filed by.
+        let key_seq = p.seq;
+        let tag = self.keys.tag(p.client, key_seq);
+        if p.flow == PASS_CODE {
+            p.seq = tag;
+            self.pass.push_back(p);
+            return Ok(());
+        }
+        let code = p.flow;
+        let slot = self.class_slot(code)?;
+        let key = FlowKey::from_words(self.keys.get(p.client, key_seq));
+        let hops = self.keys.hops(p.client, key_seq);
+        if hops == 0 {
+            p.seq = tag;
+            return self.enqueue_class(p, slot, code, &key, p.submit_ns);
+        }
+        // The first hop of a chain: the packet keeps its entry in `seq` until it leaves
+        // the last one.
+        let entry = self.hops.start(key, tag, hops, p.submit_ns);
+        p.seq = entry;
+        p.flow = code | CHAINED;
+        let r = self.enqueue_class(p, slot, code, &key, p.submit_ns);
+        if r.is_err() {
+            self.hops.drop_out(entry);
+        }
+        r
+    }
 
     fn dequeue(&mut self, now: u64) -> Option<Pkt> {
         self.now = now;
-        if let Some(p) = self.delays.pop_due(now) {
-            self.last = DELAYED;
-            return Some(p);
+        while let Some(p) = self.delays.pop_due(now) {
+            if p.flow & CHAINED == 0 {
+                self.last = CHARGED;
+                return Some(p);
+            }
+            // Left its hop when due (`depart_ns`).
+            if let Some(p) = self.leave_hop(p, p.depart_ns) {
+                self.last = CHARGED;
+                return Some(p);
+            }
         }
         if let Some(p) = self.pass.pop_front() {
             self.last = NONE;
@@ -736,16 +836,25 @@ impl Service for Dummynet {
                     self.last = id;
                     let line = inst.owner.0;
                     let delay = self.scheds[line].sched.delay_ns;
-                    if delay == 0 {
+                    if delay == 0 && p.flow & CHAINED == 0 {
                         return Some(p);
                     }
                     // Released onto the link now (or at its arrival, when this scan's
                     // clock reading is older than the packet); sent on `delay` later.
+                    let arrived = self.arrived_ns(&p);
                     self.charge(&mut p);
-                    let due = now.max(p.submit_ns) + delay;
+                    let due = now.max(arrived) + delay;
+                    if delay == 0 {
+                        // A chained packet with no delay goes on to its next hop now.
+                        if let Some(p) = self.leave_hop(p, due) {
+                            self.last = CHARGED;
+                            return Some(p);
+                        }
+                        continue;
+                    }
                     if let Err(p) = self.delays.push(line as u32, due, p) {
                         // Cannot happen: the lines hold as many packets as the engine can.
-                        self.last = DELAYED;
+                        self.last = CHARGED;
                         return Some(p);
                     }
                 }
@@ -756,9 +865,9 @@ impl Service for Dummynet {
     }
 
     fn charge(&mut self, p: &mut Pkt) {
-        if self.last == DELAYED {
-            // Charged to its link when it entered the delay line; `depart_ns` is when it
-            // left the line.
+        if self.last == CHARGED {
+            // Charged to its link when it entered the delay line (`depart_ns` is when it
+            // left the line), or when it left its last hop.
             return;
         }
         if self.last == NONE {
@@ -768,10 +877,11 @@ impl Service for Dummynet {
             return;
         }
         let id = self.last;
+        let arrived = self.arrived_ns(p);
         let inst = self.instances[id as usize]
             .as_mut()
             .expect("the instance just served is live");
-        p.depart_ns = inst.link.transmit_arrived(p.len, p.submit_ns);
+        p.depart_ns = inst.link.transmit_arrived(p.len, arrived);
         if inst.sched.is_empty() {
             inst.ready = false;
         } else {
@@ -841,6 +951,10 @@ impl Service for Dummynet {
     fn refused(&self, mut p: Pkt) -> Pkt {
         p.seq = self.keys.tag(p.client, p.seq);
         p
+    }
+
+    fn late_drop(&mut self) -> Option<(Pkt, ArbiterDrop)> {
+        self.late.pop()
     }
 
     fn summary(&self) -> ServiceSummary {

@@ -21,6 +21,9 @@
 //! side finds the bytes from the descriptor alone (see `pspat_mailbox::frames`): after the
 //! arbiter, a dummynet-mode descriptor's `seq` is its tag.
 //!
+//! A third part, the **hops** word, names the pipes and queues after the first that a
+//! chained packet crosses (`one_pass 0`, see `hops.rs`); 0 for every other packet.
+//!
 //! The words are atomics accessed with `Relaxed`: the mailbox push is a Release store and
 //! the arbiter's extraction an Acquire load, which orders the key words written before the
 //! push before the arbiter's reads after the extraction. Safe Rust, no data race.
@@ -30,8 +33,11 @@ use crate::sync::{AtomicU64, Ordering};
 /// Words per key (`FlowKey::to_words`).
 pub const KEY_WORDS: usize = 5;
 
-/// Words per slot: the key, then the tag.
-const SLOT_WORDS: usize = KEY_WORDS + 1;
+/// Words per slot: the key, the tag, the hops.
+const SLOT_WORDS: usize = KEY_WORDS + 2;
+/// Index of the tag and of the hops word in a slot.
+const TAG: usize = KEY_WORDS;
+const HOPS: usize = KEY_WORDS + 1;
 
 /// The key rings of every client.
 #[derive(Debug)]
@@ -59,23 +65,26 @@ impl KeyRings {
         &self.words[client as usize * self.entries + (seq as usize & (self.entries - 1))]
     }
 
-    /// Client side: the key and tag of its packet `seq`, before pushing the packet.
+    /// Client side: the key, tag and hops word of its packet `seq`, before pushing the
+    /// packet.
     #[inline]
-    pub fn put(&self, client: u32, seq: u32, key: [u64; KEY_WORDS], tag: u32) {
+    pub fn put(&self, client: u32, seq: u32, key: [u64; KEY_WORDS], tag: u32, hops: u64) {
         let slot = self.slot(client, seq);
         for (w, v) in slot.iter().zip(key) {
             // ORDERING: Relaxed; published by the mailbox push's Release (module docs).
             w.store(v, Ordering::Relaxed);
         }
         // ORDERING: as above.
-        slot[KEY_WORDS].store(u64::from(tag), Ordering::Relaxed);
+        slot[TAG].store(u64::from(tag), Ordering::Relaxed);
+        // ORDERING: as above.
+        slot[HOPS].store(hops, Ordering::Relaxed);
     }
 
     /// Client side: only the tag of packet `seq` (a packet that needs no key).
     #[inline]
     pub fn put_tag(&self, client: u32, seq: u32, tag: u32) {
         // ORDERING: Relaxed; published by the mailbox push's Release (module docs).
-        self.slot(client, seq)[KEY_WORDS].store(u64::from(tag), Ordering::Relaxed);
+        self.slot(client, seq)[TAG].store(u64::from(tag), Ordering::Relaxed);
     }
 
     /// Arbiter side: the tag of `client`'s packet `seq`, after extracting it and before
@@ -83,7 +92,15 @@ impl KeyRings {
     #[inline]
     pub fn tag(&self, client: u32, seq: u32) -> u32 {
         // ORDERING: Relaxed; the mailbox extraction's Acquire orders it after `put`.
-        self.slot(client, seq)[KEY_WORDS].load(Ordering::Relaxed) as u32
+        self.slot(client, seq)[TAG].load(Ordering::Relaxed) as u32
+    }
+
+    /// Arbiter side: the hops word of `client`'s packet `seq` (one with a key), after
+    /// extracting it.
+    #[inline]
+    pub fn hops(&self, client: u32, seq: u32) -> u64 {
+        // ORDERING: Relaxed; the mailbox extraction's Acquire orders it after `put`.
+        self.slot(client, seq)[HOPS].load(Ordering::Relaxed)
     }
 
     /// Arbiter side: the key of `client`'s packet `seq`, after extracting it.
@@ -104,14 +121,21 @@ mod tests {
         let r = KeyRings::new(3, 4);
         for c in 0..3u32 {
             for s in 0..4u32 {
-                r.put(c, s, [u64::from(c * 10 + s); KEY_WORDS], c * 100 + s);
+                r.put(
+                    c,
+                    s,
+                    [u64::from(c * 10 + s); KEY_WORDS],
+                    c * 100 + s,
+                    u64::from(s),
+                );
             }
         }
         assert_eq!(r.get(1, 2), [12; KEY_WORDS]);
         assert_eq!(r.get(2, 7), [23; KEY_WORDS], "sequence 7 uses slot 3");
         assert_eq!(r.tag(1, 2), 102);
         assert_eq!(r.tag(2, 7), 203, "the tag shares the key's slot");
-        r.put(0, 5, [99; KEY_WORDS], 7);
+        assert_eq!(r.hops(2, 7), 3, "the hops share the key's slot");
+        r.put(0, 5, [99; KEY_WORDS], 7, 0);
         assert_eq!(r.get(0, 1), [99; KEY_WORDS], "sequence 5 reuses slot 1");
         assert_eq!(r.tag(0, 1), 7);
         r.put_tag(0, 1, 8);

@@ -20,6 +20,7 @@
 //! | `link.rs` | the leaky-bucket link | 3.4 |
 //! | `dummynet.rs` | dummynet-style configurations: instances, dynamic queues (stage 2) | |
 //! | `delay.rs` | delay lines: dummynet's `delay` after an emulated link | |
+//! | `hops.rs` | chained pipes (`one_pass 0`): a packet crossing several pipes and queues | |
 //! | `red.rs` | RED and GRED early drop of a queue, as dummynet | |
 //! | `dice.rs` | the arbiter's seeded random numbers (loss, RED) | |
 //! | `dnstats.rs` | their statistics per scheduler, instance and queue (`tc -s`) | |
@@ -56,6 +57,7 @@ mod dispatcher;
 pub mod dnstats;
 pub mod dummynet;
 pub mod engine;
+mod hops;
 pub mod keyring;
 pub mod latency;
 pub mod link;

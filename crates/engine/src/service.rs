@@ -57,6 +57,13 @@ pub(crate) trait Service {
     fn refused(&self, p: Pkt) -> Pkt {
         p
     }
+    /// A packet that had entered the scheduler and was dropped inside it since this was
+    /// last asked (a later hop of a chained pipe, `one_pass 0`), with its reason, as the
+    /// backend must see it. None by default.
+    #[inline(always)]
+    fn late_drop(&mut self) -> Option<(Pkt, ArbiterDrop)> {
+        None
+    }
     /// Per-scheduler, per-instance and per-queue statistics of a dummynet-style
     /// configuration ([`crate::dnstats`]), taken at `now`; the error says why there are
     /// none.

@@ -81,17 +81,21 @@ pub enum Filtered {
     NoRule,
     /// A `tablearg` rule found a table value that names no flowset or pipe.
     BadTablearg,
+    /// `one_pass 0`: the rules sent it through more pipes and queues than a packet may
+    /// cross (`pspat_config::classify::MAX_HOPS`).
+    TooManyHops,
 }
 
 impl Filtered {
     /// Number of reasons.
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
     /// Every reason, in slot order.
     pub const ALL: [Filtered; Filtered::COUNT] = [
         Filtered::Malformed,
         Filtered::Denied,
         Filtered::NoRule,
         Filtered::BadTablearg,
+        Filtered::TooManyHops,
     ];
     /// Its counter slot.
     pub fn slot(self) -> usize {
@@ -104,6 +108,7 @@ impl Filtered {
             Filtered::Denied => "denied",
             Filtered::NoRule => "no_rule",
             Filtered::BadTablearg => "bad_tablearg",
+            Filtered::TooManyHops => "too_many_hops",
         }
     }
     /// The reason of a stage-1 drop.
@@ -114,6 +119,7 @@ impl Filtered {
             C::DeniedByRule(_) => Filtered::Denied,
             C::NoRuleMatched => Filtered::NoRule,
             C::TableargUnknown { .. } => Filtered::BadTablearg,
+            C::TooManyHops { .. } => Filtered::TooManyHops,
         }
     }
 }
@@ -122,7 +128,8 @@ impl Filtered {
 /// `scheduled_bytes` once per client per scan, the drops per packet.
 #[derive(Debug, Default)]
 pub struct ArbiterSide {
-    /// Packets taken from the mailbox into the scheduler.
+    /// Packets taken from the mailbox into the scheduler, less those it dropped later (at a
+    /// later hop of a chained pipe: they count in `dropped`).
     pub enqueued: Counter,
     /// Packets released by the scheduler onto the emulated link.
     pub scheduled: Counter,

@@ -216,3 +216,129 @@ fn statistics_show_the_delay_line() {
     let report = engine.stop(true);
     assert_eq!(report.snapshot.clients[0].sent, 100);
 }
+
+/// What reached the backend: per packet sent, its tag (`seq`) and how long after its
+/// submission it was sent (ns); the tags of the packets discarded.
+#[derive(Default)]
+struct Fates {
+    sent: Mutex<Vec<(u32, u64)>>,
+    discarded: Mutex<Vec<u32>>,
+}
+
+struct FateBackend(Arc<Fates>);
+struct FateSender(Arc<Fates>);
+
+impl Backend for FateBackend {
+    fn name(&self) -> &'static str {
+        "fates"
+    }
+    fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
+        Ok(Box::new(FateSender(Arc::clone(&self.0))))
+    }
+    fn discard(&self, pkts: &[Pkt]) {
+        self.0
+            .discarded
+            .lock()
+            .unwrap()
+            .extend(pkts.iter().map(|p| p.seq));
+    }
+}
+
+impl Sender for FateSender {
+    fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
+        let now = clock::now_ns();
+        self.0
+            .sent
+            .lock()
+            .unwrap()
+            .extend(batch.iter().map(|p| (p.seq, now - p.submit_ns)));
+        Ok(batch.len())
+    }
+}
+
+/// With `one_pass 0` a packet leaving pipe 1 goes on at the next rule and crosses pipe 2:
+/// pipe 1's rate and pipe 2's delay both apply, and both pipes count every packet. (As in
+/// ipfw, the packet then goes on to rule 300: without an `allow` the default denies it.)
+#[test]
+fn one_pass_0_sends_a_packet_through_every_pipe_its_rules_name() {
+    const N: u32 = 1_000;
+    let fates = Arc::new(Fates::default());
+    let (engine, mut clients) = start(
+        "sysctl net.inet.ip.fw.one_pass=0\n\
+         pipe 1 config bw 20Mbit/s queue 2000\n\
+         pipe 2 config delay 20\n\
+         add 100 pipe 1 ip from any to any\n\
+         add 200 pipe 2 ip from any to any\n\
+         add 300 allow ip from any to any\n",
+        1,
+        Arc::new(FateBackend(Arc::clone(&fates))),
+    );
+    submit_all(&mut clients[0], &key(1), N, 1000);
+    let report = engine.stop(true);
+    let c = &report.snapshot.clients[0];
+    assert_eq!((c.sent, c.dropped_total()), (u64::from(N), 0));
+    assert_eq!(c.enqueued, u64::from(N));
+    let sent = fates.sent.lock().unwrap();
+    // Each packet is sent with its own tag (its sequence number here), once.
+    let mut tags: Vec<u32> = sent.iter().map(|s| s.0).collect();
+    tags.sort_unstable();
+    assert_eq!(tags, (0..N).collect::<Vec<_>>());
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let min = sent.iter().map(|s| s.1).min().unwrap();
+    let max = sent.iter().map(|s| s.1).max().unwrap();
+    assert!(
+        min >= 20_000_000,
+        "a packet skipped pipe 2's delay: {} ms",
+        ms(min)
+    );
+    // 1000 packets of 1000 B at 20 Mbit/s: the last leaves pipe 1 at least 999 * 0.4 ms
+    // after the first was submitted.
+    assert!(
+        max >= 399_600_000,
+        "pipe 1's rate exceeded: last after {} ms",
+        ms(max)
+    );
+    let dn = report.sched.and_then(|s| s.dummynet).unwrap();
+    for pipe in [1, 2] {
+        let s = dn.scheduler(SchedRef::Pipe(pipe)).unwrap();
+        assert_eq!(s.totals().sent_pkts, u64::from(N), "pipe {pipe}\n{dn}");
+    }
+}
+
+/// A packet dropped at a later pipe of its chain had entered the scheduler: it is counted
+/// as a drop with its reason, the backend discards it by its tag, and what is left in the
+/// mailboxes stays `submitted - enqueued - dropped`.
+#[test]
+fn one_pass_0_counts_a_drop_at_a_later_pipe() {
+    const N: u32 = 1_000;
+    let fates = Arc::new(Fates::default());
+    let (engine, mut clients) = start(
+        "sysctl net.inet.ip.fw.one_pass=0\n\
+         pipe 1 config bw 40Mbit/s queue 2000\n\
+         pipe 2 config bw 10Mbit/s queue 20\n\
+         add 100 pipe 1 ip from any to any\n\
+         add 200 pipe 2 ip from any to any\n\
+         add 300 allow ip from any to any\n",
+        1,
+        Arc::new(FateBackend(Arc::clone(&fates))),
+    );
+    submit_all(&mut clients[0], &key(1), N, 1000);
+    let report = engine.stop(true);
+    let c = &report.snapshot.clients[0];
+    let full = c.dropped_for(pspat_sched::DropReason::FlowPacketLimit);
+    // Pipe 1 sends 4 times what pipe 2 carries, into a queue of 20.
+    assert!(full > u64::from(N) / 2, "{full} dropped at pipe 2");
+    assert_eq!(c.dropped_total(), full, "only pipe 2's queue drops");
+    assert_eq!(c.sent + full, u64::from(N));
+    assert_eq!(c.submitted - c.enqueued - c.dropped_total(), 0, "{c:?}");
+    let dn = report.sched.and_then(|s| s.dummynet).unwrap();
+    let at = |p| dn.scheduler(SchedRef::Pipe(p)).unwrap().totals();
+    assert_eq!(at(1).drops.total(), 0);
+    assert_eq!(at(1).sent_pkts, u64::from(N));
+    assert_eq!(at(2).drops.total(), full);
+    // Every tag comes back once: sent or discarded.
+    let mut tags: Vec<u32> = fates.sent.lock().unwrap().iter().map(|s| s.0).collect();
+    tags.extend(fates.discarded.lock().unwrap().iter());
+    tags.sort_unstable();
+    assert_eq!(tags, (0..N).collect::<Vec<_>>());
+}

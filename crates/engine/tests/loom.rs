@@ -167,7 +167,7 @@ fn key_rings_hand_over_the_key_of_each_packet() {
         let client = loom::thread::spawn(move || {
             for seq in 0..N {
                 let msg = NonZeroU64::new(seq + 1).unwrap();
-                r2.put(0, seq as u32, [seq + 100; 5], (seq * 7) as u32);
+                r2.put(0, seq as u32, [seq + 100; 5], (seq * 7) as u32, seq + 9);
                 while p.push(msg).is_err() {
                     loom::thread::yield_now();
                 }
@@ -181,6 +181,7 @@ fn key_rings_hand_over_the_key_of_each_packet() {
                     assert_eq!(seq, got, "in order");
                     assert_eq!(rings.get(0, seq as u32), [seq + 100; 5], "its own key");
                     assert_eq!(rings.tag(0, seq as u32), (seq * 7) as u32, "its own tag");
+                    assert_eq!(rings.hops(0, seq as u32), seq + 9, "its own hops");
                     c.release(1);
                     got += 1;
                 }

@@ -347,10 +347,16 @@ impl Classifier {
         Ok(Classifier {
             classes,
             scheds,
-            rules: RuleSet::with_limit(rules, max_cands),
+            rules: RuleSet::with_limit(rules, max_cands).one_pass(config.one_pass),
             tables,
             default,
         })
+    }
+
+    /// ipfw's `one_pass`: false when a packet may cross several classes
+    /// ([`Verdict::Chain`]).
+    pub fn one_pass(&self) -> bool {
+        self.rules.is_one_pass()
     }
 
     /// The classes, indexed by `Verdict::Schedule::class`.
@@ -402,11 +408,33 @@ impl Classifier {
         dir: Direction,
         rng: &mut impl Draw,
     ) -> Verdict {
+        // `one_pass 0` decided first, before anything is live: a test further in would
+        // cost the common case its register allocation (about 8 ns a packet).
+        if !self.rules.is_one_pass() {
+            return self.classify_frame_chaining(frame, dir, rng);
+        }
         match parse_frame(frame) {
-            Ok(Parsed::Ip(key)) => self.classify_key_with(&key, dir, rng),
-            Ok(Parsed::NonIp { .. }) => self.classify_non_ip_with(dir, rng),
+            Ok(Parsed::Ip(key)) => self.one_pass_key(&key, dir, rng),
+            Ok(Parsed::NonIp { .. }) => self.one_pass_non_ip(dir, rng),
             Err(e) => Verdict::Drop(DropCause::Malformed(e)),
         }
+    }
+
+    /// [`Classifier::classify_frame_with`] with `one_pass 0`.
+    #[inline(never)]
+    fn classify_frame_chaining(
+        &self,
+        frame: &[u8],
+        dir: Direction,
+        rng: &mut impl Draw,
+    ) -> Verdict {
+        let key = match parse_frame(frame) {
+            Ok(Parsed::Ip(key)) => Some(key),
+            Ok(Parsed::NonIp { .. }) => None,
+            Err(e) => return Verdict::Drop(DropCause::Malformed(e)),
+        };
+        self.rules
+            .evaluate_chaining(&self.tables, self.default, key.as_ref(), dir, rng)
     }
 
     /// Classify an IP packet by its key (see [`FlowKey`] for the header fields a key made
@@ -419,6 +447,16 @@ impl Classifier {
     /// [`Classifier::classify_key`] drawing from `rng`.
     #[inline]
     pub fn classify_key_with(&self, key: &FlowKey, dir: Direction, rng: &mut impl Draw) -> Verdict {
+        if !self.rules.is_one_pass() {
+            return self
+                .rules
+                .evaluate_chaining(&self.tables, self.default, Some(key), dir, rng);
+        }
+        self.one_pass_key(key, dir, rng)
+    }
+
+    #[inline(always)]
+    fn one_pass_key(&self, key: &FlowKey, dir: Direction, rng: &mut impl Draw) -> Verdict {
         self.rules
             .evaluate(&self.tables, self.default, key, dir, rng)
             .verdict(key)
@@ -433,6 +471,15 @@ impl Classifier {
     /// [`Classifier::classify_non_ip`] drawing from `rng`.
     #[inline]
     pub fn classify_non_ip_with(&self, dir: Direction, rng: &mut impl Draw) -> Verdict {
+        if !self.rules.is_one_pass() {
+            return self
+                .rules
+                .evaluate_chaining(&self.tables, self.default, None, dir, rng);
+        }
+        self.one_pass_non_ip(dir, rng)
+    }
+
+    fn one_pass_non_ip(&self, dir: Direction, rng: &mut impl Draw) -> Verdict {
         self.rules
             .evaluate_non_ip(&self.tables, self.default, dir, rng)
             .verdict(&FlowKey::default())

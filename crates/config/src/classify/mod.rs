@@ -24,7 +24,7 @@ pub use key::FlowKey;
 pub use keymap::{Full, KeyMap};
 pub use lpm::Lpm;
 pub use packet::{parse_frame, Layer, ParseError, Parsed};
-pub use rules::{Draw, DropCause, Rng, Verdict};
+pub use rules::{Chain, Draw, DropCause, Rng, Verdict, MAX_HOPS};
 
 #[cfg(test)]
 mod tests;

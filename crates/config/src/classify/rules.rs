@@ -27,6 +27,17 @@
 //! address or port list makes its candidate entry accept every value there, and the rule
 //! checks it in full.
 //!
+//! **one_pass 0.** With ipfw's `net.inet.ip.fw.one_pass=0`, a packet leaving a pipe or
+//! queue goes on at the rule after the one that sent it there, so it may cross several in
+//! turn. Stage 1 decides the whole path at once: a `pipe`/`queue` rule adds its class to
+//! the packet's [`Chain`] and the search goes on; the rule (or default) that ends the
+//! search ends the chain: `allow`, or another class, sends it along the chain; `deny`
+//! drops it here, before the pipes (ipfw drops it after them, once they have spent their
+//! time and bandwidth on it: what leaves the shaper is the same). A packet that would
+//! enter more than [`MAX_HOPS`] pipes and queues is dropped
+//! ([`DropCause::TooManyHops`]). The engine carries the packet from one hop to the next
+//! (its `dummynet.rs`).
+//!
 //! **prob.** A rule with `prob P` draws from the caller's [`Draw`] first (a `u32` below
 //! P * 2^32 matches); other rules never draw.
 //!
@@ -45,6 +56,8 @@ pub enum Verdict {
     /// Queue it in class `class` (an index into `Classifier::classes`); `key` is the whole,
     /// unmasked key (stage 2 applies the class's and its scheduler's masks).
     Schedule { class: u32, key: FlowKey },
+    /// Queue it in each class of `chain` in turn (`one_pass 0`, at least two classes).
+    Chain { chain: Chain, key: FlowKey },
     /// Let it through unscheduled.
     Allow,
     /// Drop it.
@@ -67,6 +80,85 @@ pub enum DropCause {
     /// flowset (pipe).
     #[error("rule {rule}: tablearg {value} names no flowset or pipe")]
     TableargUnknown { rule: u32, value: u32 },
+    /// `one_pass 0`: rule `rule` would send it into a pipe or queue after [`MAX_HOPS`]
+    /// others.
+    #[error("rule {rule}: a packet may cross at most {MAX_HOPS} pipes and queues (one_pass 0)")]
+    TooManyHops { rule: u32 },
+}
+
+/// Most pipes and queues one packet crosses with `one_pass 0`: three, so that a
+/// [`Verdict`] stays 64 bytes (a key and 16 bytes: a chain of four would make it 80 and
+/// every classification pays for the copies).
+pub const MAX_HOPS: usize = 3;
+
+/// The classes a packet crosses in turn (`one_pass 0`), in rule order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chain {
+    /// The classes, then [`NO_HOP`]s.
+    classes: [u32; MAX_HOPS],
+}
+
+/// An unused place in a [`Chain`] (class indices are far below it).
+const NO_HOP: u32 = u32::MAX;
+
+impl Chain {
+    pub(crate) const EMPTY: Chain = Chain {
+        classes: [NO_HOP; MAX_HOPS],
+    };
+
+    fn len(&self) -> usize {
+        self.classes.iter().take_while(|&&c| c != NO_HOP).count()
+    }
+
+    /// The chain of `classes` (2 to [`MAX_HOPS`] of them), for tests.
+    #[cfg(test)]
+    pub(crate) fn of(classes: &[u32]) -> Chain {
+        assert!((2..=MAX_HOPS).contains(&classes.len()));
+        let mut c = Chain::EMPTY;
+        for &class in classes {
+            c.push(class);
+        }
+        c
+    }
+
+    /// The classes (indices into `Classifier::classes`), first hop first.
+    pub fn classes(&self) -> &[u32] {
+        &self.classes[..self.len()]
+    }
+
+    /// Adds a hop; false when the chain is full.
+    fn push(&mut self, class: u32) -> bool {
+        let Some(slot) = self.classes.iter_mut().find(|c| **c == NO_HOP) else {
+            return false;
+        };
+        *slot = class;
+        true
+    }
+
+    /// The verdict for `key` of a search that collected this chain and ended with `last`
+    /// (a rule's `allow` or `deny`, or the default, ipfw's rule 65535).
+    fn finish(mut self, last: Outcome, key: &FlowKey) -> Verdict {
+        match last {
+            Outcome::Class(c) if self.len() > 0 => {
+                if !self.push(c) {
+                    return Verdict::Drop(DropCause::TooManyHops { rule: 65535 });
+                }
+            }
+            Outcome::Allow => {}
+            o => return o.verdict(key),
+        }
+        match self.len() {
+            0 => Verdict::Allow,
+            1 => Verdict::Schedule {
+                class: self.classes[0],
+                key: *key,
+            },
+            _ => Verdict::Chain {
+                chain: self,
+                key: *key,
+            },
+        }
+    }
 }
 
 /// What the rules decided, without the key (small, so that the rule loop does not move
@@ -482,6 +574,8 @@ pub(crate) struct RuleSet {
     /// The rules a non-IP frame can match, per direction (In 0, Out 1), entries that
     /// always pass.
     non_ip: [Box<[Cand]>; 2],
+    /// ipfw's `one_pass`: false, a class does not end the search (see the module docs).
+    one_pass: bool,
 }
 
 impl RuleSet {
@@ -553,10 +647,32 @@ impl RuleSet {
             lists,
             proto_class,
             non_ip,
+            one_pass: true,
         }
     }
 
-    /// Evaluate on an IP key. `default` is the outcome when no rule matches.
+    /// With `one_pass` false, packets collect the classes of every pipe and queue rule
+    /// they match (see the module docs).
+    pub fn one_pass(mut self, one_pass: bool) -> Self {
+        self.one_pass = one_pass;
+        self
+    }
+
+    pub fn is_one_pass(&self) -> bool {
+        self.one_pass
+    }
+
+    /// The candidate list and packet words of an IP key.
+    #[inline(always)]
+    fn list_of(&self, key: &FlowKey, dir: Direction) -> (&[Cand], [u64; 2]) {
+        let bit = dir_bit(dir);
+        let list = 4 * usize::from(self.proto_class[usize::from(key.proto)])
+            + 2 * usize::from(bit >> 1)
+            + usize::from(key.v6);
+        (&self.lists[list], packet_words(key, bit))
+    }
+
+    /// Evaluate on an IP key (`one_pass 1`). `default` is the outcome when no rule matches.
     #[inline(always)]
     pub fn evaluate(
         &self,
@@ -566,15 +682,13 @@ impl RuleSet {
         dir: Direction,
         rng: &mut impl Draw,
     ) -> Outcome {
-        let bit = dir_bit(dir);
-        let list = 4 * usize::from(self.proto_class[usize::from(key.proto)])
-            + 2 * usize::from(bit >> 1)
-            + usize::from(key.v6);
-        let words = packet_words(key, bit);
-        self.run(&self.lists[list], &words, tables, default, key, rng)
+        let (cands, words) = self.list_of(key, dir);
+        let mut unused = Chain::EMPTY;
+        self.run::<false>(cands, &words, tables, default, key, rng, &mut unused)
     }
 
-    /// Evaluate for a non-IP frame (the all-zero key, through its own lists).
+    /// Evaluate for a non-IP frame (the all-zero key, through its own lists;
+    /// `one_pass 1`).
     pub fn evaluate_non_ip(
         &self,
         tables: &[Lpm],
@@ -583,12 +697,46 @@ impl RuleSet {
         rng: &mut impl Draw,
     ) -> Outcome {
         let list = &self.non_ip[usize::from(dir_bit(dir) >> 1)];
-        self.run(list, &[0; 2], tables, default, &FlowKey::default(), rng)
+        let key = FlowKey::default();
+        let mut unused = Chain::EMPTY;
+        self.run::<false>(list, &[0; 2], tables, default, &key, rng, &mut unused)
     }
 
-    /// The first decision of the rules in `cands`, following `skipto` and `count`.
+    /// [`RuleSet::evaluate`] and [`RuleSet::evaluate_non_ip`] for `one_pass 0` (`key`
+    /// `None` for a non-IP frame): the verdict, chain and all. Out of line, so that the
+    /// common case's inlined code is the same as without chains.
+    #[inline(never)]
+    pub fn evaluate_chaining(
+        &self,
+        tables: &[Lpm],
+        default: Outcome,
+        key: Option<&FlowKey>,
+        dir: Direction,
+        rng: &mut impl Draw,
+    ) -> Verdict {
+        let mut chain = Chain::EMPTY;
+        let non_ip = FlowKey::default();
+        let (last, key) = match key {
+            Some(key) => {
+                let (cands, words) = self.list_of(key, dir);
+                let o = self.run::<true>(cands, &words, tables, default, key, rng, &mut chain);
+                (o, key)
+            }
+            None => {
+                let list = &self.non_ip[usize::from(dir_bit(dir) >> 1)];
+                let o = self.run::<true>(list, &[0; 2], tables, default, &non_ip, rng, &mut chain);
+                (o, &non_ip)
+            }
+        };
+        chain.finish(last, key)
+    }
+
+    /// The first decision of the rules in `cands`, following `skipto` and `count`; with
+    /// `CHAIN` (`one_pass 0`), classes do not decide: they are collected in `chain`, and
+    /// the decision is the `allow`, `deny` or default that ends the search.
     #[inline(always)]
-    fn run(
+    #[allow(clippy::too_many_arguments)]
+    fn run<const CHAIN: bool>(
         &self,
         cands: &[Cand],
         words: &[u64; 2],
@@ -596,6 +744,7 @@ impl RuleSet {
         default: Outcome,
         key: &FlowKey,
         rng: &mut impl Draw,
+        chain: &mut Chain,
     ) -> Outcome {
         let mut i = 0;
         while let Some(c) = cands.get(i) {
@@ -603,8 +752,14 @@ impl RuleSet {
             if c.miss(words) {
                 continue;
             }
-            match rule_outcome(&self.rules[c.rule as usize], tables, key, rng) {
+            let rule = &self.rules[c.rule as usize];
+            match rule_outcome(rule, tables, key, rng) {
                 None | Some(Step::Next) => {}
+                Some(Step::Done(Outcome::Class(class))) if CHAIN => {
+                    if !chain.push(class) {
+                        return Outcome::Drop(DropCause::TooManyHops { rule: rule.number });
+                    }
+                }
                 Some(Step::Done(o)) => return o,
                 Some(Step::Jump(to)) => i += cands[i..].partition_point(|c| c.rule < to),
             }

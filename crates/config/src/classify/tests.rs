@@ -785,6 +785,7 @@ mod reference {
 
     pub fn classify(c: &Config, k: &Classifier, key: &FlowKey, dir: Direction) -> Verdict {
         let mut i = 0;
+        let mut hops = Vec::new();
         while let Some(r) = c.rules.get(i) {
             i += 1;
             let m = &r.matcher;
@@ -810,19 +811,40 @@ mod reference {
                 Action::Count => {}
                 Action::Skipto(Target::Id(n)) => i = skip(n),
                 Action::Skipto(Target::Tablearg) => i = skip(targ.unwrap()),
-                a => return with_key(target(c, k, a, targ, r.number), key),
+                a => match target(c, k, a, targ, r.number) {
+                    // one_pass 0: the packet leaves the pipe and goes on at the next rule.
+                    Verdict::Schedule { class, .. } if !c.one_pass => {
+                        hops.push(class);
+                        if hops.len() > MAX_HOPS {
+                            return Verdict::Drop(DropCause::TooManyHops { rule: r.number });
+                        }
+                    }
+                    v => return chained(hops, v, r.number, key),
+                },
             }
         }
         match c.default_action {
-            Action::Deny => Verdict::Drop(DropCause::NoRuleMatched),
-            a => with_key(target(c, k, a, None, 0), key),
+            Action::Deny => chained(hops, Verdict::Drop(DropCause::NoRuleMatched), 0, key),
+            a => chained(hops, target(c, k, a, None, 0), 65535, key),
         }
     }
 
-    fn with_key(v: Verdict, key: &FlowKey) -> Verdict {
-        match v {
-            Verdict::Schedule { class, .. } => Verdict::Schedule { class, key: *key },
-            v => v,
+    /// The verdict of a packet that crossed the classes `hops` before the rule numbered
+    /// `rule` decided `last`.
+    fn chained(mut hops: Vec<u32>, last: Verdict, rule: u32, key: &FlowKey) -> Verdict {
+        match last {
+            Verdict::Schedule { class, .. } => hops.push(class),
+            Verdict::Allow => {}
+            drop => return drop,
+        }
+        match hops[..] {
+            [] => Verdict::Allow,
+            [class] => Verdict::Schedule { class, key: *key },
+            _ if hops.len() > MAX_HOPS => Verdict::Drop(DropCause::TooManyHops { rule }),
+            _ => Verdict::Chain {
+                chain: Chain::of(&hops),
+                key: *key,
+            },
         }
     }
 
@@ -1007,7 +1029,19 @@ mod reference {
             t2 in table(2),
             keys in prop::collection::vec((key(), any::<bool>()), 1..40),
             default in prop_oneof![Just(Action::Deny), Just(Action::Allow), Just(Action::Queue(Target::Id(2)))],
+            one_pass in any::<bool>(),
+            broad in prop::collection::vec(any::<bool>(), 12),
         ) {
+            // Some rules match every packet, so that long one_pass 0 chains are common.
+            for (r, b) in rules.iter_mut().zip(broad) {
+                let tablearg = matches!(
+                    r.action,
+                    Action::Queue(Target::Tablearg) | Action::Pipe(Target::Tablearg) | Action::Skipto(Target::Tablearg)
+                );
+                if b && !tablearg {
+                    r.matcher = Match::default();
+                }
+            }
             rules.sort_by_key(|r| r.number);
             let mut c = config(
                 &[
@@ -1029,6 +1063,7 @@ mod reference {
             c.tables.insert(1.into(), t1);
             c.tables.insert(2.into(), t2);
             c.default_action = default;
+            c.one_pass = one_pass;
             let k = Classifier::new(&c).unwrap();
             let one = Classifier::new_one_class(&c).unwrap();
             for (key, out) in keys {
@@ -1211,5 +1246,74 @@ fn interfaces_are_decided_per_direction_when_built() {
     assert!(
         e.contains("rule 100: `xmit igb0` matches an interface") && e.contains("pspat shape"),
         "{e}"
+    );
+}
+
+/// `one_pass 0` (ipfw's `net.inet.ip.fw.one_pass=0`): a packet collects every pipe and
+/// queue its rules send it to, in rule order, until a rule ends the search; with
+/// `one_pass 1` the first one ends it.
+#[test]
+fn one_pass_0_chains_pipes_and_queues_in_rule_order() {
+    let text = |one_pass: u8| {
+        format!(
+            "sysctl net.inet.ip.fw.one_pass={one_pass}\n\
+             pipe 1 config bw 10Mbit/s\npipe 2 config delay 20\n\
+             queue 5 config pipe 1\n\
+             add 100 pipe 1 ip from any to any\n\
+             add 200 queue 5 udp from any to any 53\n\
+             add 300 deny tcp from any to any 25\n\
+             add 400 pipe 2 udp from any to any\n\
+             add 500 allow ip from any to any\n"
+        )
+    };
+    let k = Classifier::new(&crate::parse_ipfw(&text(0), "t").unwrap()).unwrap();
+    assert!(!k.one_pass());
+    let pipe = |id| k.class_of(ClassOrigin::Pipe(id)).unwrap();
+    let q5 = k.class_of(ClassOrigin::Flowset(5)).unwrap();
+    let hops = |frame: Vec<u8>| match k.classify_frame(&frame, OUT) {
+        Verdict::Chain { chain, key } => {
+            assert_eq!(
+                key,
+                match parse_frame(&frame) {
+                    Ok(Parsed::Ip(k)) => k,
+                    p => panic!("{p:?}"),
+                }
+            );
+            chain.classes().to_vec()
+        }
+        Verdict::Schedule { class, .. } => vec![class],
+        v => panic!("{v:?}"),
+    };
+    let a = 0x0a00_0001;
+    assert_eq!(hops(udp4(a, 2, 1000, 53)), [pipe(1), q5, pipe(2)]);
+    assert_eq!(hops(udp4(a, 2, 1000, 54)), [pipe(1), pipe(2)]);
+    assert_eq!(
+        hops(tcp4(a, 2, 1000, 80)),
+        [pipe(1)],
+        "one pipe: scheduled as with one_pass 1"
+    );
+    assert_eq!(
+        k.classify_frame(&tcp4(a, 2, 1000, 25), OUT),
+        Verdict::Drop(DropCause::DeniedByRule(300)),
+        "a later deny drops it"
+    );
+    let k1 = Classifier::new(&crate::parse_ipfw(&text(1), "t").unwrap()).unwrap();
+    assert!(k1.one_pass());
+    assert!(matches!(
+        k1.classify_frame(&udp4(a, 2, 1000, 53), OUT),
+        Verdict::Schedule { class, .. } if class == pipe(1)
+    ));
+
+    // A hop beyond MAX_HOPS is a drop naming the rule.
+    let mut many = "sysctl net.inet.ip.fw.one_pass=0\npipe 1 config bw 1Mbit/s\n".to_string();
+    for n in 1..=MAX_HOPS + 1 {
+        many += &format!("add {} pipe 1 ip from any to any\n", n * 10);
+    }
+    let k = Classifier::new(&crate::parse_ipfw(&many, "t").unwrap()).unwrap();
+    assert_eq!(
+        k.classify_frame(&udp4(a, 2, 1, 1), OUT),
+        Verdict::Drop(DropCause::TooManyHops {
+            rule: 10 * (MAX_HOPS as u32 + 1)
+        })
     );
 }

@@ -269,7 +269,7 @@ fn command(c: &mut Cursor<'_, '_>, d: &mut Draft, last_rule: &mut u32) -> R<()> 
         "flush" => stream::flush(c, d, last_rule)?,
         "delete" => stream::delete(c, d, last_rule)?,
         "table" => stream::table(c, d, at)?,
-        "sysctl" => sysctl::sysctl(c)?,
+        "sysctl" => sysctl::sysctl(c, d)?,
         "default" => {
             let a = rule::action(c)?;
             c.end()?;

@@ -369,6 +369,9 @@ impl Display for Config {
         for r in &self.rules {
             writeln!(f, "{r}")?;
         }
+        if !self.one_pass {
+            writeln!(f, "sysctl net.inet.ip.fw.one_pass=0")?;
+        }
         writeln!(f, "default {}", self.default_action)
     }
 }

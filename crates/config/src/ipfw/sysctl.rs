@@ -2,10 +2,9 @@
 //! commands (pfSense raises `net.inet.ip.dummynet.pipe_slot_limit` before loading its
 //! limiters; emulation scripts set `net.inet.ip.fw.one_pass`).
 //!
-//! - `net.inet.ip.fw.one_pass=1` is what pspat does (a packet sent to a pipe or queue
-//!   leaves the rules there, ipfw's default): accepted.
-//! - `net.inet.ip.fw.one_pass=0` (a packet leaving a pipe goes on at the next rule, so that
-//!   pipes chain) is refused naming it: pspat does not chain pipes yet.
+//! - `net.inet.ip.fw.one_pass=1` (a packet sent to a pipe or queue leaves the rules there,
+//!   ipfw's default) and `=0` (a packet leaving a pipe goes on at the next rule, so that
+//!   pipes chain: `Config::one_pass`, carried out by the classifier and the engine).
 //! - dummynet's sizing and tuning knobs (`net.inet.ip.dummynet.*`: `pipe_slot_limit`,
 //!   `pipe_byte_limit`, `hash_size`, `expire`, `io_fast`, the `red_*` lookup sizes, ...)
 //!   bound or tune what pspat does not bound that way (its queue limits have no slot cap,
@@ -13,9 +12,10 @@
 //! - anything else is refused naming the setting.
 
 use super::parser::{Cursor, R};
+use crate::resolve::Draft;
 
 /// A `sysctl` line after its command word: `[-w] NAME=VALUE`.
-pub(super) fn sysctl(c: &mut Cursor<'_, '_>) -> R<()> {
+pub(super) fn sysctl(c: &mut Cursor<'_, '_>, d: &mut Draft) -> R<()> {
     if c.peek_is("-w") {
         c.pos += 1;
     }
@@ -26,13 +26,10 @@ pub(super) fn sysctl(c: &mut Cursor<'_, '_>) -> R<()> {
     c.end()?;
     match name {
         "net.inet.ip.fw.one_pass" => match value {
-            "1" => Ok(()),
-            "0" => Err(c.err_at(
-                t,
-                "`one_pass=0` (a packet leaving a pipe goes on at the next rule, chaining \
-                 pipes) is not supported: in pspat a pipe or queue rule ends the search, as \
-                 with ipfw's default one_pass=1",
-            )),
+            "1" | "0" => {
+                d.one_pass = Some(value == "1");
+                Ok(())
+            }
             _ => Err(c.err_at(t, "net.inet.ip.fw.one_pass is 0 or 1")),
         },
         n if n.starts_with("net.inet.ip.dummynet.") => Ok(()),
