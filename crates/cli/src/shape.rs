@@ -80,6 +80,12 @@ pub struct ShapeArgs {
     #[arg(long, default_value_t = ShaperConfig::DEFAULT_LINK_SPIN.as_micros() as u64,
           value_name = "US")]
     pub link_spin_us: u64,
+    /// How much lost time an emulated link makes up for when the shaper falls behind (a
+    /// descheduled or late arbiter): a shorter hiccup costs no rate; beyond it the link
+    /// loses the time rather than bursting, and the backlog stays in the scheduler, which
+    /// keeps deciding by weight what is sent and what is dropped.
+    #[arg(long, default_value = "20ms", value_name = "DURATION", value_parser = pspat_units::parse_duration)]
+    pub max_lag: Duration,
     /// Send through the output interface's qdisc instead of bypassing it.
     #[arg(long)]
     pub no_qdisc_bypass: bool,
@@ -123,6 +129,7 @@ impl ShapeArgs {
             ring_blocks: self.ring_blocks,
             ring_block_kib: self.ring_block_kib,
             link_spin: Duration::from_micros(self.link_spin_us),
+            max_lag: self.max_lag,
             qdisc_bypass: !self.no_qdisc_bypass,
             sw_checksum: self.sw_checksum,
             link_wait: self.link_wait,

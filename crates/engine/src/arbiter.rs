@@ -7,10 +7,20 @@
 //!    packet from their mailboxes into the scheduler, so that everything that arrived before
 //!    `now` competes for the link. Mailbox slots stay occupied (extracted, not released)
 //!    until the scheduler sends or drops the packet: a client can never have more packets
-//!    in the scheduler than its mailbox has slots;
+//!    in the scheduler than its mailbox has slots. A backlog (more than one batch of a
+//!    mailbox: the arbiter was late, descheduled or asleep too long) is replayed: before
+//!    each further batch joins the queues, the links release what they would have sent by
+//!    the latest arrival so far, so that queue limits and the scheduler's choices are
+//!    those it would have made on time (the paper's drain-then-release, in the order of
+//!    arrival rather than all at once);
 //! 3. while the emulated link is idle at `now`, dequeue a packet, charge its transmission
 //!    time to the link, release its client's slot and hand it on; when the scheduler runs
-//!    dry, pull the link's clock up to `now` (no credit for idle time);
+//!    dry, pull the link's clock up to the last drain (no credit for idle time). A link
+//!    charges a packet from its arrival, so a late arbiter catches up on the time it lost,
+//!    but only within `EngineConfig::max_lag_ns`: when the arbiter or its transmitter
+//!    cannot keep up with the configured rate for longer, the link loses that time instead
+//!    of bursting, and the backlog stays in the scheduler, which keeps deciding (by weight)
+//!    what leaves and what is dropped;
 //! 4. hand-off: send the batch (arbiter mode), or wake the dispatchers / clients that
 //!    received packets, with one fence for all of them.
 //!
@@ -200,6 +210,10 @@ struct Pacing {
     spin_ns: u64,
     /// Waits for the link at least this long are slept, shorter ones spun, ns.
     link_spin_ns: u64,
+    /// `EngineConfig::max_lag_ns`.
+    max_lag_ns: u64,
+    /// Packets a drain's catch-up released (counted in the scan's `sent`).
+    caught_up: u32,
 }
 
 /// The arbiter state, generic over the service (and through it the scheduler) so that
@@ -272,6 +286,8 @@ impl<V: Service> Arbiter<V> {
                 scan_batch: cfg.scan_batch.max(1),
                 spin_ns: cfg.spin_ns,
                 link_spin_ns: cfg.link_spin_ns,
+                max_lag_ns: cfg.max_lag_ns,
+                caught_up: 0,
             },
         }
     }
@@ -285,14 +301,22 @@ impl<V: Service> Arbiter<V> {
         let counters = &self.shared.arbiter_counters.0;
         counters.scans.add(1);
         let mut outcome = ScanOutcome::default();
-        if now >= self.drain.next_ns {
+        let drains = now >= self.drain.next_ns;
+        let drained_ns = if drains {
+            now
+        } else {
+            self.drain.next_ns - self.drain.delta_a_ns
+        };
+        self.svc
+            .set_clock(now.saturating_sub(self.pace.max_lag_ns), drained_ns);
+        if drains {
             self.drain.next_ns = now + self.drain.delta_a_ns;
             counters.drains.add(1);
             counters.stalls.drained(now);
             outcome.drained = self.drain_clients(now, idle);
             self.svc.tick(now);
         }
-        outcome.sent = self.release(now);
+        outcome.sent = self.release(now) + std::mem::take(&mut self.pace.caught_up);
         while let Some((p, reason)) = self.svc.late_drop() {
             self.dropped_inside(p, reason);
         }
@@ -374,6 +398,9 @@ impl<V: Service> Arbiter<V> {
         let shared = Arc::clone(&self.shared);
         let mut drained = 0u32;
         let mut buf = std::mem::take(&mut self.drain.buf);
+        // The latest arrival among the packets this drain entered: a catch-up releases up
+        // to it, so that no packet leaves before it arrived.
+        let mut newest = 0u64;
         shared.activity.for_each_active(|c| {
             let mut got = 0u32;
             if self.out.client_mode() {
@@ -387,12 +414,21 @@ impl<V: Service> Arbiter<V> {
                     // A batch at a time: see `Consumer::extract_batch`.
                     let n = self.ports[c].mailbox.extract_batch(&mut buf);
                     for &p in &buf[..n] {
+                        newest = newest.max(p.submit_ns);
                         accepted += u64::from(self.enqueue_one(p, now));
                     }
                     got += n as u32;
                     if n < buf.len() {
                         break;
                     }
+                    // A backlog (the arbiter was late): before the next batch joins the
+                    // queues, release what the links would have sent by the latest
+                    // arrival entered so far, so that queue limits and the scheduler's
+                    // choices see the queues about as they would have been then. (With
+                    // several clients, one drained later may hold packets that arrived
+                    // earlier: they compete from when they are drained, within the lag
+                    // window.)
+                    self.catch_up(newest, now);
                 }
                 if accepted > 0 {
                     self.shared.counters[c].arbiter.0.enqueued.add(accepted);
@@ -559,6 +595,19 @@ impl<V: Service> Arbiter<V> {
         self.backend.discard(&[p]);
         self.ports[c].mailbox.release(1);
         self.tally.left += 1;
+    }
+
+    /// A drain found a backlog, the latest of it arrived at `t` (before the scan's `now`):
+    /// releases what the links would have sent by then, within the lag window (see
+    /// `EngineConfig::max_lag_ns`: the floor holds the links' clocks within it). The
+    /// release's time may be earlier than an earlier scan's: each link's clock only moves
+    /// forward, so a link that already sent past `t` just sends nothing, and a delay line
+    /// keeps its packets in order (`DelayLines::push`).
+    #[cold]
+    fn catch_up(&mut self, t: u64, now: u64) {
+        let t = t.min(now).max(now.saturating_sub(self.pace.max_lag_ns));
+        let sent = self.release(t);
+        self.pace.caught_up += sent;
     }
 
     /// Block 2: release packets onto the emulated link while it is idle at `now`, at most

@@ -102,6 +102,16 @@ pub struct EngineConfig {
     /// 200 us by default, for an arbiter with a CPU of its own; a shaper sharing its CPUs
     /// with other work sleeps instead of spinning (`pspat shape` uses 20 us).
     pub link_spin_ns: u64,
+    /// How far the emulated links' clocks may lag real time (ns, 20 ms by default: longer
+    /// than a time slice the arbiter loses to another thread on its CPU). A link
+    /// catches up on what a late arbiter lost (a sleep that overslept, a scan that was
+    /// descheduled), replaying the packets that arrived meanwhile in their order of arrival,
+    /// but only within this window: when the arbiter, or the transmitter behind it, cannot
+    /// keep up with the configured rate for longer, the links lose the time instead of
+    /// bursting to make it up, and the backlog stays in the scheduler, which keeps
+    /// deciding (by weight) what is sent and what is dropped. As HTB's tokens stop at its
+    /// burst size.
+    pub max_lag_ns: u64,
     /// The arbiter's timer slack (ns): how late the kernel may end its sleeps; `None`
     /// keeps the thread's default (50 us).
     pub arbiter_timer_slack_ns: Option<u64>,
@@ -166,6 +176,7 @@ impl EngineConfig {
             scan_batch: 128,
             arbiter_cpu: None,
             link_spin_ns: 200_000,
+            max_lag_ns: 20_000_000,
             arbiter_timer_slack_ns: None,
             dummynet: None,
             interfaces: pspat_config::classify::Interfaces::default(),

@@ -195,6 +195,8 @@ pub(crate) struct Dummynet {
     /// Per-instance packet capacity (every packet holds a client mailbox slot).
     capacity: u32,
     now: u64,
+    /// See [`Service::set_clock`].
+    floor_ns: u64,
     /// Scheduler counters of the removed instances (for the final summary).
     retired: SchedStats,
     /// Packets an `allow` rule let through, sent so far.
@@ -228,6 +230,7 @@ impl Dummynet {
             late: Vec::new(),
             capacity,
             now: 0,
+            floor_ns: 0,
             retired: SchedStats::default(),
             passed: Counters::default(),
             no_class: 0,
@@ -646,15 +649,17 @@ impl Dummynet {
         }
     }
 
-    /// When `p` arrived at the hop it is in: its submission, or for a chained packet when
-    /// it left the hop before.
+    /// When `p` arrived at the hop it is in, for its link: its submission, or for a
+    /// chained packet when it left the hop before; not before the floor
+    /// ([`Service::set_clock`]).
     #[inline]
     fn arrived_ns(&self, p: &Pkt) -> u64 {
-        if p.flow & CHAINED == 0 {
+        let at = if p.flow & CHAINED == 0 {
             p.submit_ns
         } else {
             self.hops.arrived_ns(p.seq)
-        }
+        };
+        at.max(self.floor_ns)
     }
 
     /// A chained packet left a hop at `at_ns`: enqueued at its next one, or returned
@@ -790,16 +795,17 @@ impl Service for Dummynet {
         let slot = self.class_slot(code)?;
         let key = FlowKey::from_words(self.keys.get(p.client, key_seq));
         let hops = self.keys.hops(p.client, key_seq);
+        let arrived = p.submit_ns.max(self.floor_ns);
         if hops == 0 {
             p.seq = tag;
-            return self.enqueue_class(p, slot, code, &key, p.submit_ns);
+            return self.enqueue_class(p, slot, code, &key, arrived);
         }
         // The first hop of a chain: the packet keeps its entry in `seq` until it leaves
         // the last one.
-        let entry = self.hops.start(key, tag, hops, p.submit_ns);
+        let entry = self.hops.start(key, tag, hops, arrived);
         p.seq = entry;
         p.flow = code | CHAINED;
-        let r = self.enqueue_class(p, slot, code, &key, p.submit_ns);
+        let r = self.enqueue_class(p, slot, code, &key, arrived);
         if r.is_err() {
             self.hops.drop_out(entry);
         }
@@ -917,6 +923,12 @@ impl Service for Dummynet {
 
     fn start(&mut self, now: u64) {
         self.now = now;
+    }
+
+    fn set_clock(&mut self, floor_ns: u64, _drained_ns: u64) {
+        // Links are not restarted when their instance runs dry (`transmit_arrived` starts
+        // each packet no earlier than its arrival).
+        self.floor_ns = floor_ns;
     }
 
     fn tick(&mut self, now: u64) {

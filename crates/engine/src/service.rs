@@ -44,6 +44,12 @@ pub(crate) trait Service {
     fn max_len(&self, flow: u32) -> u32;
     /// The links start now: no credit for the time before the engine ran.
     fn start(&mut self, now: u64);
+    /// Set at the start of every scan: no transmission starts before `floor_ns`
+    /// (`EngineConfig::max_lag_ns` before the scan's clock reading; a packet that arrived
+    /// earlier is charged from then), and the mailboxes were last drained at `drained_ns`
+    /// (a link whose scheduler runs dry restarts from then, not later: what arrived since
+    /// may still be in a mailbox).
+    fn set_clock(&mut self, floor_ns: u64, drained_ns: u64);
     /// Housekeeping between scans (expiry of idle dynamic queues); cheap when nothing is
     /// due.
     fn tick(&mut self, _now: u64) {}
@@ -92,6 +98,9 @@ pub(crate) struct ServiceSummary {
 pub(crate) struct Single<S> {
     sched: S,
     link: Link,
+    /// See [`Service::set_clock`].
+    floor_ns: u64,
+    drained_ns: u64,
     flows: Vec<FlowId>,
     max_len: Vec<u32>,
 }
@@ -101,6 +110,8 @@ impl<S: Scheduler<Pkt>> Single<S> {
         Self {
             sched,
             link: Link::new(rate_bps),
+            floor_ns: 0,
+            drained_ns: 0,
             flows,
             max_len,
         }
@@ -127,7 +138,7 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
         match self.sched.dequeue() {
             Some((_, p)) => Some(p),
             None => {
-                self.link.reset(now);
+                self.link.reset(now.min(self.drained_ns));
                 None
             }
         }
@@ -135,7 +146,9 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
 
     #[inline(always)]
     fn charge(&mut self, p: &mut Pkt) {
-        p.depart_ns = self.link.transmit_arrived(p.len, p.submit_ns);
+        p.depart_ns = self
+            .link
+            .transmit_arrived(p.len, p.submit_ns.max(self.floor_ns));
     }
 
     fn wake_at_ns(&self) -> u64 {
@@ -153,6 +166,12 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
 
     fn start(&mut self, now: u64) {
         self.link.reset(now);
+    }
+
+    #[inline(always)]
+    fn set_clock(&mut self, floor_ns: u64, drained_ns: u64) {
+        self.floor_ns = floor_ns;
+        self.drained_ns = drained_ns;
     }
 
     fn apply(&mut self, change: Change, now: u64) -> Result<(), String> {

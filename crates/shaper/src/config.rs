@@ -46,6 +46,10 @@ pub struct ShaperConfig {
     /// Waits for a busy link shorter than this are spun, longer ones slept
     /// (`--link-spin-us`).
     pub link_spin: Duration,
+    /// How much lost time an emulated link makes up for when the shaper falls behind
+    /// (`--max-lag`, `EngineConfig::max_lag_ns`): a hiccup shorter than this costs no
+    /// rate; a longer lag (the shaper cannot keep up) leaves the backlog to the scheduler.
+    pub max_lag: Duration,
     /// Send with PACKET_QDISC_BYPASS (the default; `--no-qdisc-bypass` turns it off).
     pub qdisc_bypass: bool,
     /// Finish partial TCP/UDP checksums in software instead of passing each frame's
@@ -74,6 +78,8 @@ impl ShaperConfig {
     /// Default [`ShaperConfig::link_spin`]: the shaper shares its CPUs with the traffic,
     /// so its arbiter sleeps rather than spins.
     pub const DEFAULT_LINK_SPIN: Duration = Duration::from_micros(20);
+    /// Default [`ShaperConfig::max_lag`]: the engine's.
+    pub const DEFAULT_MAX_LAG: Duration = Duration::from_millis(20);
 
     /// Default [`ShaperConfig::link_wait`]: long enough for a container or a tunnel to
     /// recreate its interface, short enough for a supervisor to act on a shaper that
@@ -97,6 +103,7 @@ impl ShaperConfig {
             ring_blocks: Self::DEFAULT_RING_BLOCKS,
             ring_block_kib: Self::DEFAULT_RING_BLOCK_KIB,
             link_spin: Self::DEFAULT_LINK_SPIN,
+            max_lag: Self::DEFAULT_MAX_LAG,
             qdisc_bypass: true,
             sw_checksum: false,
             link_wait: Self::DEFAULT_LINK_WAIT,
@@ -124,6 +131,9 @@ impl ShaperConfig {
     /// Longest [`ShaperConfig::link_spin`]: spinning longer than a second for a link is
     /// a burnt CPU, not a precise wait.
     pub const MAX_LINK_SPIN: Duration = Duration::from_secs(1);
+    /// Longest [`ShaperConfig::max_lag`]: a link making up for more than a second sends
+    /// a second's worth at once.
+    pub const MAX_MAX_LAG: Duration = Duration::from_secs(1);
 
     /// The checks made before anything opens: the interfaces differ, and every count,
     /// size and CPU is in its range. (That the interfaces exist, the configuration file
@@ -189,6 +199,13 @@ impl ShaperConfig {
                 format!("at most {}", Self::MAX_LINK_SPIN.as_micros()),
             );
         }
+        if self.max_lag > Self::MAX_MAX_LAG {
+            return out_of_range(
+                "--max-lag",
+                &format!("{:?}", self.max_lag),
+                format!("at most {:?}", Self::MAX_MAX_LAG),
+            );
+        }
         Ok(())
     }
 }
@@ -229,6 +246,7 @@ mod tests {
         big.ring_blocks = 64;
         big.ring_block_kib = 16384;
         big.link_spin = Duration::from_secs(1);
+        big.max_lag = Duration::from_secs(1);
         assert!(big.validate().is_ok(), "the largest values are allowed");
         assert_eq!(
             with(&|c| c.ring_blocks = 0),
@@ -253,6 +271,10 @@ mod tests {
         assert_eq!(
             with(&|c| c.link_spin = Duration::from_micros(u64::MAX)),
             format!("--link-spin-us {}: expected at most 1000000", u64::MAX)
+        );
+        assert_eq!(
+            with(&|c| c.max_lag = Duration::from_millis(1001)),
+            "--max-lag 1.001s: expected at most 1s"
         );
         let e = with(&|c| c.rx_cpus = vec![100_000]);
         assert!(

@@ -225,6 +225,7 @@ impl Shaper {
         cfg.mailbox_entries = config.mailbox;
         cfg.arbiter_cpu = config.arbiter_cpu;
         cfg.link_spin_ns = u64::try_from(config.link_spin.as_nanos()).unwrap_or(u64::MAX);
+        cfg.max_lag_ns = u64::try_from(config.max_lag.as_nanos()).unwrap_or(u64::MAX);
         cfg.arbiter_timer_slack_ns = Some(1_000);
         cfg.dummynet = Some(Arc::new(rules));
         // The rules' `recv`, `xmit` and `via` see frames received on the input and sent
