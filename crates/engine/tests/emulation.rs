@@ -342,3 +342,169 @@ fn one_pass_0_counts_a_drop_at_a_later_pipe() {
     tags.sort_unstable();
     assert_eq!(tags, (0..N).collect::<Vec<_>>());
 }
+
+/// Records each packet sent: its length, submission and departure (`depart_ns`, which the
+/// arbiter sets from the emulated link: exact, not a wall-clock reading).
+#[derive(Default)]
+struct Departures(Mutex<Vec<(u32, u64, u64)>>);
+
+struct DepartureBackend(Arc<Departures>);
+struct DepartureSender(Arc<Departures>);
+
+impl Backend for DepartureBackend {
+    fn name(&self) -> &'static str {
+        "departures"
+    }
+    fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
+        Ok(Box::new(DepartureSender(Arc::clone(&self.0))))
+    }
+}
+
+impl Sender for DepartureSender {
+    fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
+        self.0
+             .0
+            .lock()
+            .unwrap()
+            .extend(batch.iter().map(|p| (p.len, p.submit_ns, p.depart_ns)));
+        Ok(batch.len())
+    }
+}
+
+/// Checks that `departures` (in order) leave one wire time `wire_ns` apart while the link
+/// is busy: no two closer (the link is never faster), and most exactly that far apart
+/// (a gap is a submission that stalled while the link ran dry, which a loaded machine may
+/// cause now and then).
+fn assert_spaced(departures: &[u64], wire_ns: u64, what: &str) {
+    let gaps: Vec<u64> = departures.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter().all(|&g| g >= wire_ns),
+        "{what}: packets closer than {wire_ns} ns: {gaps:?}"
+    );
+    let exact = gaps.iter().filter(|&&g| g == wire_ns).count();
+    assert!(
+        exact * 4 >= gaps.len() * 3,
+        "{what}: only {exact} of {} gaps are {wire_ns} ns: {gaps:?}",
+        gaps.len()
+    );
+}
+
+/// Sends `n` frames of `len` bytes through `config` (one pipe, rule 100 to it) and
+/// returns the departure times in order and the statistics of pipe 1.
+fn through_pipe(config: &str, n: u32, len: u32) -> (Vec<u64>, pspat_engine::SchedulerStats) {
+    let rec = Arc::new(Departures::default());
+    let (engine, mut clients) = start(
+        &format!("{config}\nadd 100 pipe 1 ip from any to any\n"),
+        1,
+        Arc::new(DepartureBackend(Arc::clone(&rec))),
+    );
+    submit_all(&mut clients[0], &key(1), n, len);
+    let report = engine.stop(true);
+    assert_eq!(report.snapshot.clients[0].sent, u64::from(n));
+    let sent = rec.0.lock().unwrap().clone();
+    assert!(sent.iter().all(|s| s.0 == len));
+    let mut departures: Vec<u64> = sent.iter().map(|s| s.2).collect();
+    departures.sort_unstable();
+    let dn = report.sched.and_then(|s| s.dummynet).unwrap();
+    (departures, dn.scheduler(SchedRef::Pipe(1)).unwrap().clone())
+}
+
+/// `linklayer atm overhead 10` at 10 Mbit/s (800 ns a byte): a 1000-byte frame is 1010
+/// bytes, 22 ATM cells (21 carry only 1008), 22 * 53 = 1166 bytes on the wire, 932 800 ns;
+/// without the framing it would take 800 000 ns.
+#[test]
+fn an_atm_link_charges_whole_cells() {
+    const N: u32 = 100;
+    let (d, s) = through_pipe(
+        "pipe 1 config bw 10Mbit/s queue 1000 linklayer atm overhead 10",
+        N,
+        1000,
+    );
+    assert_spaced(&d, 932_800, "atm");
+    // Frames as they are, and what the link charged for them.
+    assert_eq!(s.totals().sent_bytes, u64::from(N) * 1000);
+    assert_eq!(s.wire_bytes(), u64::from(N) * 1166);
+    assert_eq!(s.framing.to_string(), "overhead 10 linklayer atm");
+}
+
+/// `linklayer ptm overhead 8`: 1000 + 8 = 1008 bytes, plus one byte per 64 or part of 64
+/// (1008 / 64 = 15.75: 16), 1024 bytes on the wire: 819 200 ns at 10 Mbit/s.
+#[test]
+fn a_ptm_link_adds_a_byte_per_64() {
+    const N: u32 = 100;
+    let (d, s) = through_pipe(
+        "pipe 1 config bw 10Mbit/s queue 1000 linklayer ptm overhead 8",
+        N,
+        1000,
+    );
+    assert_spaced(&d, 819_200, "ptm");
+    assert_eq!(s.wire_bytes(), u64::from(N) * 1024);
+}
+
+/// `mpu 200`: 64-byte frames are charged 200 bytes each, 160 000 ns at 10 Mbit/s (not
+/// 51 200); and CAKE's `ethernet` preset (overhead 24 on the frame, mpu 84) charges a
+/// 64-byte frame 88 bytes, 70 400 ns.
+#[test]
+fn the_mpu_is_the_smallest_charge() {
+    const N: u32 = 200;
+    let (d, s) = through_pipe("pipe 1 config bw 10Mbit/s queue 1000 mpu 200", N, 64);
+    assert_spaced(&d, 160_000, "mpu");
+    assert_eq!(s.wire_bytes(), u64::from(N) * 200);
+    let (d, s) = through_pipe(
+        "pipe 1 config bw 10Mbit/s queue 1000 framing ethernet",
+        N,
+        64,
+    );
+    assert_spaced(&d, 70_400, "framing ethernet");
+    assert_eq!(s.wire_bytes(), u64::from(N) * 88);
+}
+
+/// A reconfiguration that gives the link a framing rebuilds it as a bandwidth change does:
+/// frames sent after it are charged the framed length.
+#[test]
+fn a_reconfigured_framing_applies_to_the_running_link() {
+    const N: u32 = 40;
+    let rec = Arc::new(Departures::default());
+    let rules = "add 100 pipe 1 ip from any to any\n";
+    let (engine, mut clients) = start(
+        &format!("pipe 1 config bw 10Mbit/s queue 1000\n{rules}"),
+        1,
+        Arc::new(DepartureBackend(Arc::clone(&rec))),
+    );
+    let sent = |engine: &Engine| {
+        engine
+            .dummynet_stats()
+            .unwrap()
+            .scheduler(SchedRef::Pipe(1))
+            .map_or(0, |s| s.totals().sent_pkts)
+    };
+    let drain = |engine: &Engine, n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while sent(engine) < n {
+            assert!(Instant::now() < deadline, "{} of {n} sent", sent(engine));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    submit_all(&mut clients[0], &key(1), N, 1000);
+    drain(&engine, u64::from(N));
+    let framed = parse_ipfw(
+        &format!("pipe 1 config bw 10Mbit/s queue 1000 linklayer atm overhead 10\n{rules}"),
+        "t.ipfw",
+    )
+    .unwrap();
+    engine
+        .reconfigure(pspat_engine::Change::Config(Arc::new(framed)))
+        .unwrap();
+    submit_all(&mut clients[0], &key(1), N, 1000);
+    drain(&engine, 2 * u64::from(N));
+    let dn = engine.dummynet_stats().unwrap();
+    let s = dn.scheduler(SchedRef::Pipe(1)).unwrap();
+    // 40 frames charged 1000 bytes, then 40 charged 1166.
+    assert_eq!(s.wire_bytes(), u64::from(N) * (1000 + 1166));
+    engine.stop(true);
+    let mut d: Vec<u64> = rec.0.lock().unwrap().iter().map(|s| s.2).collect();
+    d.sort_unstable();
+    let (before, after) = d.split_at(N as usize);
+    assert_spaced(before, 800_000, "before the change");
+    assert_spaced(after, 932_800, "after the change");
+}
