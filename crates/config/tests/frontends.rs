@@ -622,14 +622,6 @@ fn ipfw_spellings_of_real_configurations() {
     assert!(at(&e).3.contains("hash buckets"), "{e}");
 }
 
-fn framing(overhead: i32, mpu: u32, linklayer: LinkLayer) -> Framing {
-    Framing {
-        overhead,
-        mpu,
-        linklayer,
-    }
-}
-
 /// Link framing (pspat's extension: tc's `overhead`, `mpu`, `linklayer` and CAKE's
 /// presets) on pipes and on a scheduler with its own link, the same in both syntaxes,
 /// printed back only where it adds something.
@@ -641,15 +633,15 @@ fn link_framing_in_both_syntaxes() {
                 sched 3 config type drr bw 4M framing DOCSIS\n\
                 queue 1 config sched 3\n";
     let c = ipfw(text);
-    assert_eq!(c.pipes[&1].framing, framing(10, 0, LinkLayer::Atm));
+    assert_eq!(c.pipes[&1].framing, Framing::new(10, 0, LinkLayer::Atm));
     // pppoe-ptm (CAKE's 30 on the IP packet) and one VLAN tag (4), 14 less on the frame;
     // the mpu written beside the preset replaces the preset's (none).
-    assert_eq!(c.pipes[&2].framing, framing(20, 72, LinkLayer::Ptm));
+    assert_eq!(c.pipes[&2].framing, Framing::new(20, 72, LinkLayer::Ptm));
     assert_eq!(c.pipes[&4].framing, Framing::PLAIN);
     // docsis: CAKE's 18 is 4 on the frame, at least 64 bytes.
     assert_eq!(
         c.schedulers[&3].framing,
-        framing(4, 64, LinkLayer::Ethernet)
+        Framing::new(4, 64, LinkLayer::Ethernet)
     );
     // The classifier's schedulers carry their link's framing to the engine.
     let k = classify::Classifier::new(&c).unwrap();
@@ -662,11 +654,11 @@ fn link_framing_in_both_syntaxes() {
     };
     assert_eq!(
         of(classify::SchedOrigin::Pipe(1)),
-        framing(10, 0, LinkLayer::Atm)
+        Framing::new(10, 0, LinkLayer::Atm)
     );
     assert_eq!(
         of(classify::SchedOrigin::Sched(3)),
-        framing(4, 64, LinkLayer::Ethernet)
+        Framing::new(4, 64, LinkLayer::Ethernet)
     );
 
     let toml = parse_toml(
@@ -724,11 +716,14 @@ fn link_framing_in_both_syntaxes() {
 #[test]
 fn a_reconfigured_link_keeps_its_framing_as_its_bandwidth() {
     let c = ipfw("pipe 1 config bw 10M overhead 10 linklayer atm\npipe 1 config delay 20\n");
-    assert_eq!(c.pipes[&1].framing, framing(10, 0, LinkLayer::Atm));
+    assert_eq!(c.pipes[&1].framing, Framing::new(10, 0, LinkLayer::Atm));
     assert_eq!(c.pipes[&1].bandwidth_bps, 10_000_000);
     assert_eq!(c.pipes[&1].delay_ns, 20_000_000);
     let c = ipfw("pipe 1 config bw 10M overhead 10 linklayer atm\npipe 1 config mpu 64\n");
-    assert_eq!(c.pipes[&1].framing, framing(0, 64, LinkLayer::Ethernet));
+    assert_eq!(
+        c.pipes[&1].framing,
+        Framing::new(0, 64, LinkLayer::Ethernet)
+    );
     let c = ipfw("pipe 1 config framing conservative\npipe 1 config overhead 0\n");
     assert_eq!(c.pipes[&1].framing, Framing::PLAIN);
     let c = ipfw("sched 1 config type drr bw 1M overhead 8\nsched 1 config type drr\n");
@@ -766,7 +761,20 @@ fn bad_framing_is_refused_where_it_is_written() {
             "257",
             "mpu 257 is not 0..=256 bytes",
         ),
-        ("pipe 1 config mpu -1", 1, 19, "-1", "not an mpu in bytes"),
+        (
+            "pipe 1 config mpu -1",
+            1,
+            19,
+            "-1",
+            "mpu -1 is not 0..=256 bytes",
+        ),
+        (
+            "pipe 1 config mpu 6o",
+            1,
+            19,
+            "6o",
+            "'6o' is not an mpu in bytes (0..=256)",
+        ),
         (
             "pipe 1 config linklayer docsis",
             1,
@@ -845,7 +853,7 @@ fn bad_framing_is_refused_where_it_is_written() {
     // A model built by code is checked too.
     let mut d = resolve::Draft::new("code");
     let mut p = PipeSpec::new(1);
-    p.framing = framing(0, 300, LinkLayer::Atm);
+    p.framing = Framing::new(0, 300, LinkLayer::Atm);
     d.pipes.push(resolve::Located { item: p, at: None });
     let e = resolve::resolve(d).unwrap_err().to_string();
     assert!(e.contains("pipe 1: mpu 300 is not 0..=256 bytes"), "{e}");

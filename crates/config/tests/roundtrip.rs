@@ -83,11 +83,7 @@ impl Rng {
             _ => self.below(257) as u32,
         };
         let linklayer = LinkLayer::NAMES[self.below(3) as usize].1;
-        Framing {
-            overhead,
-            mpu,
-            linklayer,
-        }
+        Framing::new(overhead, mpu, linklayer)
     }
     fn limit(&mut self) -> QueueLimit {
         if self.coin() {

@@ -26,9 +26,9 @@
 //! (`overhead`, `mpu`, `linklayer`: [`SchedulerStats::framing`]) charges more or fewer
 //! bytes per frame: instances and schedulers also count those, [`InstanceStats::wire_bytes`]
 //! and [`SchedulerStats::wire_bytes`], which the data path adds up as it charges each packet
-//! (one addition). Wire bytes * 8 over time is the link's rate when it is busy; frame bytes
-//! * 8 over time is what the frames got of it. Without a framing the two are equal, and the
-//! text output shows only the frames.
+//! (one addition). Eight times the wire bytes over a busy time is the link's rate; eight
+//! times the frame bytes, what the frames got of it. Without a framing the two are equal,
+//! and the text output shows only the frames.
 //!
 //! [`DummynetStats::rates`] turns two snapshots into bit/s and packet/s per scheduler,
 //! instance and queue. Instances and queues are matched by (scheduler, instance key,
@@ -954,11 +954,7 @@ mod tests {
         // One second of 1000 frames of 1000 bytes on ATM with overhead 10: each frame is
         // 1010 bytes, 22 cells of 53, 1166 bytes on the wire. Frames: 8 Mbit/s; wire:
         // 1166 * 8 * 1000 = 9.328 Mbit/s.
-        let atm = Framing {
-            overhead: 10,
-            mpu: 0,
-            linklayer: pspat_config::LinkLayer::Atm,
-        };
+        let atm = Framing::new(10, 0, pspat_config::LinkLayer::Atm);
         let mut a = snapshot(
             0,
             vec![queue(1, 80, 0, counters(0, 0))],

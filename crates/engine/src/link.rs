@@ -336,11 +336,7 @@ mod tests {
     fn a_framed_link_charges_the_framed_length() {
         use pspat_config::LinkLayer;
         // 10 Mbit/s: 800 ns per charged byte, exactly.
-        let atm = Framing {
-            overhead: 10,
-            mpu: 0,
-            linklayer: LinkLayer::Atm,
-        };
+        let atm = Framing::new(10, 0, LinkLayer::Atm);
         let mut l = Link::new(10_000_000).with_framing(atm);
         l.reset(0);
         // 1000 + 10 = 1010 bytes: 22 cells of 53 = 1166 charged, 932 800 ns each.
@@ -354,11 +350,7 @@ mod tests {
         assert_eq!((l.wire_len(1000), l.tx_time_ns(1000)), (1000, 800_000));
         // A burst is in charged bytes: at 1 ns per byte, 106 bytes (two cells) of credit.
         let mut l = Link::new(8_000_000_000)
-            .with_framing(Framing {
-                overhead: 0,
-                mpu: 0,
-                linklayer: LinkLayer::Atm,
-            })
+            .with_framing(Framing::new(0, 0, LinkLayer::Atm))
             .with_burst(106);
         l.reset(0);
         assert_eq!(l.transmit_arrived(40, 0), 53);

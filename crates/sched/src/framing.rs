@@ -124,11 +124,16 @@ pub struct Framing {
 
 impl Framing {
     /// Nothing added: a frame is charged its length.
-    pub const PLAIN: Framing = Framing {
-        overhead: 0,
-        mpu: 0,
-        linklayer: LinkLayer::Ethernet,
-    };
+    pub const PLAIN: Framing = Framing::new(0, 0, LinkLayer::Ethernet);
+
+    /// The framing of these parts (not checked: see [`Framing::check`]).
+    pub const fn new(overhead: i32, mpu: u32, linklayer: LinkLayer) -> Framing {
+        Framing {
+            overhead,
+            mpu,
+            linklayer,
+        }
+    }
 
     /// Whether it adds nothing (a frame's charge is its length).
     pub fn is_plain(&self) -> bool {
@@ -152,7 +157,7 @@ impl Framing {
     /// and the range.
     pub fn check(&self) -> Result<(), String> {
         check_overhead(i64::from(self.overhead))?;
-        check_mpu(u64::from(self.mpu))
+        check_mpu(i64::from(self.mpu))
     }
 
     /// This framing with the parts given replaced.
@@ -201,11 +206,7 @@ impl Framing {
             overhead -= i64::from(ETHERNET_HEADER);
         }
         check_overhead(overhead).map_err(|e| format!("{e} (from the presets)"))?;
-        Ok(Framing {
-            overhead: overhead as i32,
-            mpu,
-            linklayer,
-        })
+        Ok(Framing::new(overhead as i32, mpu, linklayer))
     }
 }
 
@@ -220,9 +221,9 @@ pub fn check_overhead(v: i64) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks an mpu against [`MAX_MPU`].
-pub fn check_mpu(v: u64) -> Result<(), String> {
-    if v > u64::from(MAX_MPU) {
+/// Checks an mpu against `0..=`[`MAX_MPU`].
+pub fn check_mpu(v: i64) -> Result<(), String> {
+    if v < 0 || v > i64::from(MAX_MPU) {
         return Err(format!(
             "mpu {v} is not 0..={MAX_MPU} bytes (tc-cake(8)'s range)"
         ));
@@ -378,27 +379,19 @@ pub const PRESETS: &[Preset] = &[
 mod tests {
     use super::*;
 
-    fn framing(overhead: i32, mpu: u32, linklayer: LinkLayer) -> Framing {
-        Framing {
-            overhead,
-            mpu,
-            linklayer,
-        }
-    }
-
     #[test]
     fn plain_charges_the_frame() {
         for len in [1, 60, 1514, 65_535, u32::MAX] {
             assert_eq!(Framing::PLAIN.wire_len(len), u64::from(len));
         }
         assert!(Framing::PLAIN.is_plain());
-        assert!(!framing(0, 0, LinkLayer::Atm).is_plain());
+        assert!(!Framing::new(0, 0, LinkLayer::Atm).is_plain());
         assert_eq!(Framing::default(), Framing::PLAIN);
     }
 
     #[test]
     fn atm_charges_whole_cells() {
-        let atm = |o, len| framing(o, 0, LinkLayer::Atm).wire_len(len);
+        let atm = |o, len| Framing::new(o, 0, LinkLayer::Atm).wire_len(len);
         // 1500 + 32 = 1532 bytes: 1532 / 48 = 31.9, so 32 cells of 53 bytes = 1696.
         assert_eq!(atm(32, 1500), 1696);
         // 1000 + 10 = 1010: 21 cells carry 1008, so 22 cells = 1166.
@@ -412,7 +405,7 @@ mod tests {
 
     #[test]
     fn ptm_adds_a_byte_per_64_or_part() {
-        let ptm = |o, len| framing(o, 0, LinkLayer::Ptm).wire_len(len);
+        let ptm = |o, len| Framing::new(o, 0, LinkLayer::Ptm).wire_len(len);
         // 1000 + 8 = 1008: 1008 / 64 = 15.75, so 16 bytes more = 1024.
         assert_eq!(ptm(8, 1000), 1024);
         // 64 bytes: exactly one more (65); 65 bytes: two more (67).
@@ -427,21 +420,21 @@ mod tests {
     #[test]
     fn mpu_and_overhead_come_before_the_cells() {
         // 64 + 0 is below the mpu of 200: 200.
-        assert_eq!(framing(0, 200, LinkLayer::Ethernet).wire_len(64), 200);
+        assert_eq!(Framing::new(0, 200, LinkLayer::Ethernet).wire_len(64), 200);
         // 60 + 24 = 84 = mpu: 84; 100 + 24 = 124 above it.
-        let eth = framing(24, 84, LinkLayer::Ethernet);
+        let eth = Framing::new(24, 84, LinkLayer::Ethernet);
         assert_eq!(eth.wire_len(60), 84);
         assert_eq!(eth.wire_len(100), 124);
         // mpu 96 then cells: 40 + 10 = 50 -> 96 -> 2 cells = 106 (not 50 -> 2 cells).
-        assert_eq!(framing(10, 96, LinkLayer::Atm).wire_len(40), 106);
+        assert_eq!(Framing::new(10, 96, LinkLayer::Atm).wire_len(40), 106);
         // mpu 100 then cells: 100 -> 3 cells = 159.
-        assert_eq!(framing(0, 100, LinkLayer::Atm).wire_len(1), 159);
+        assert_eq!(Framing::new(0, 100, LinkLayer::Atm).wire_len(1), 159);
         // A negative overhead never makes a frame free: 60 - 64 -> at least 1 byte.
-        assert_eq!(framing(-64, 0, LinkLayer::Ethernet).wire_len(60), 1);
-        assert_eq!(framing(-64, 0, LinkLayer::Atm).wire_len(60), 53);
+        assert_eq!(Framing::new(-64, 0, LinkLayer::Ethernet).wire_len(60), 1);
+        assert_eq!(Framing::new(-64, 0, LinkLayer::Atm).wire_len(60), 53);
         // The largest frame with the largest overhead does not overflow.
         assert_eq!(
-            framing(256, 0, LinkLayer::Atm).wire_len(u32::MAX),
+            Framing::new(256, 0, LinkLayer::Atm).wire_len(u32::MAX),
             (u64::from(u32::MAX) + 256).div_ceil(48) * 53
         );
     }
@@ -450,30 +443,33 @@ mod tests {
     fn presets_are_cakes_minus_the_ethernet_header() {
         let p = |names: &[&str]| Framing::from_presets(names.iter().copied()).unwrap();
         // pppoe-ptm: CAKE's overhead 30 on the IP packet is 16 on the frame.
-        assert_eq!(p(&["pppoe-ptm"]), framing(16, 0, LinkLayer::Ptm));
-        assert_eq!(p(&["bridged-ptm"]), framing(8, 0, LinkLayer::Ptm));
-        assert_eq!(p(&["docsis"]), framing(4, 64, LinkLayer::Ethernet));
-        assert_eq!(p(&["ethernet"]), framing(24, 84, LinkLayer::Ethernet));
-        assert_eq!(p(&["conservative"]), framing(34, 0, LinkLayer::Atm));
-        assert_eq!(p(&["ipoa-vcmux"]), framing(-6, 0, LinkLayer::Atm));
-        assert_eq!(p(&["pppoe-llcsnap"]), framing(26, 0, LinkLayer::Atm));
+        assert_eq!(p(&["pppoe-ptm"]), Framing::new(16, 0, LinkLayer::Ptm));
+        assert_eq!(p(&["bridged-ptm"]), Framing::new(8, 0, LinkLayer::Ptm));
+        assert_eq!(p(&["docsis"]), Framing::new(4, 64, LinkLayer::Ethernet));
+        assert_eq!(p(&["ethernet"]), Framing::new(24, 84, LinkLayer::Ethernet));
+        assert_eq!(p(&["conservative"]), Framing::new(34, 0, LinkLayer::Atm));
+        assert_eq!(p(&["ipoa-vcmux"]), Framing::new(-6, 0, LinkLayer::Atm));
+        assert_eq!(p(&["pppoe-llcsnap"]), Framing::new(26, 0, LinkLayer::Atm));
         assert_eq!(p(&["raw"]), Framing::PLAIN);
         // ether-vlan adds 4 per tag, after another keyword or alone.
         assert_eq!(
             p(&["pppoe-ptm", "ether-vlan", "ether-vlan"]),
-            framing(24, 0, LinkLayer::Ptm)
+            Framing::new(24, 0, LinkLayer::Ptm)
         );
-        assert_eq!(p(&["ether-vlan"]), framing(-10, 0, LinkLayer::Ethernet));
+        assert_eq!(
+            p(&["ether-vlan"]),
+            Framing::new(-10, 0, LinkLayer::Ethernet)
+        );
         // raw keeps the MAC header: overhead on the frame as Linux reports it.
         assert_eq!(
             p(&["raw", "ethernet"]),
-            framing(38, 84, LinkLayer::Ethernet)
+            Framing::new(38, 84, LinkLayer::Ethernet)
         );
         // conservative replaces what came before; ethernet keeps the link layer.
         assert_eq!(p(&["pppoe-ptm", "conservative"]), p(&["conservative"]));
         assert_eq!(
             p(&["bridged-ptm", "ethernet"]),
-            framing(46, 84, LinkLayer::Ptm)
+            Framing::new(46, 84, LinkLayer::Ptm)
         );
         // Names are case-insensitive.
         assert_eq!(p(&["DOCSIS"]), p(&["docsis"]));
@@ -491,10 +487,10 @@ mod tests {
         let vlans = vec!["ether-vlan"; 70];
         let e = Framing::from_presets(vlans).unwrap_err();
         assert!(e.contains("overhead 266 is not -64..=256"), "{e}");
-        assert!(framing(-64, 256, LinkLayer::Atm).check().is_ok());
-        let e = framing(-65, 0, LinkLayer::Atm).check().unwrap_err();
+        assert!(Framing::new(-64, 256, LinkLayer::Atm).check().is_ok());
+        let e = Framing::new(-65, 0, LinkLayer::Atm).check().unwrap_err();
         assert!(e.contains("overhead -65 is not -64..=256"), "{e}");
-        let e = framing(0, 257, LinkLayer::Atm).check().unwrap_err();
+        let e = Framing::new(0, 257, LinkLayer::Atm).check().unwrap_err();
         assert!(e.contains("mpu 257 is not 0..=256"), "{e}");
     }
 
@@ -508,14 +504,17 @@ mod tests {
             .unwrap_err()
             .contains("ethernet, atm or ptm"));
         assert_eq!(
-            framing(10, 0, LinkLayer::Atm).to_string(),
+            Framing::new(10, 0, LinkLayer::Atm).to_string(),
             "overhead 10 linklayer atm"
         );
-        assert_eq!(framing(0, 64, LinkLayer::Ethernet).to_string(), "mpu 64");
+        assert_eq!(
+            Framing::new(0, 64, LinkLayer::Ethernet).to_string(),
+            "mpu 64"
+        );
         assert_eq!(Framing::PLAIN.to_string(), "");
         assert_eq!(
-            framing(-4, 0, LinkLayer::Ethernet).with(None, Some(72), Some(LinkLayer::Ptm)),
-            framing(-4, 72, LinkLayer::Ptm)
+            Framing::new(-4, 0, LinkLayer::Ethernet).with(None, Some(72), Some(LinkLayer::Ptm)),
+            Framing::new(-4, 72, LinkLayer::Ptm)
         );
     }
 }

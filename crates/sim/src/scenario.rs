@@ -375,7 +375,7 @@ impl Scenario {
             framing::check_overhead(i64::from(o)).map_err(bad)?;
         }
         if let Some(m) = self.mpu {
-            framing::check_mpu(u64::from(m)).map_err(bad)?;
+            framing::check_mpu(i64::from(m)).map_err(bad)?;
         }
         let linklayer = match &self.linklayer {
             Some(l) => Some(LinkLayer::from_name(l).map_err(bad)?),
@@ -476,19 +476,11 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(f(""), Framing::PLAIN);
-        let atm10 = Framing {
-            overhead: 10,
-            mpu: 0,
-            linklayer: LinkLayer::Atm,
-        };
+        let atm10 = Framing::new(10, 0, LinkLayer::Atm);
         assert_eq!(f("overhead = 10\nlinklayer = \"atm\""), atm10);
         // pppoe-ptm (30 on the IP packet) and a VLAN tag (4): 20 on the frame; the mpu
         // given beside them is added.
-        let ptm = Framing {
-            overhead: 20,
-            mpu: 64,
-            linklayer: LinkLayer::Ptm,
-        };
+        let ptm = Framing::new(20, 64, LinkLayer::Ptm);
         assert_eq!(f("framing = \"pppoe-ptm,ether-vlan\"\nmpu = 64"), ptm);
         assert_eq!(
             f("framing = [\"pppoe-ptm\", \"ether-vlan\"]\nmpu = 64"),

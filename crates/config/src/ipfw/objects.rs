@@ -560,23 +560,34 @@ impl FramingWords {
 
 /// `overhead N`: bytes the link adds to every frame, `-64..=256` (may be negative).
 pub(super) fn overhead(c: &mut Cursor<'_, '_>) -> R<i32> {
-    c.with("an overhead in bytes (-64..=256)", |s| {
-        let v: i64 = s
-            .parse()
-            .map_err(|_| format!("'{}' is not an overhead in bytes (-64..=256)", cut(s)))?;
-        pspat_sched::framing::check_overhead(v)?;
-        Ok::<_, String>(v as i32)
-    })
+    framing_bytes(
+        c,
+        "overhead",
+        "-64..=256",
+        pspat_sched::framing::check_overhead,
+    )
+    .map(|v| v as i32)
 }
 
 /// `mpu N`: the smallest charge of a frame, `0..=256` bytes.
 pub(super) fn mpu(c: &mut Cursor<'_, '_>) -> R<u32> {
-    c.with("an mpu in bytes (0..=256)", |s| {
-        let v: u64 = s
+    framing_bytes(c, "mpu", "0..=256", pspat_sched::framing::check_mpu).map(|v| v as u32)
+}
+
+/// A whole number of bytes for the framing option `key`, which `check` keeps in `range`.
+fn framing_bytes(
+    c: &mut Cursor<'_, '_>,
+    key: &str,
+    range: &str,
+    check: fn(i64) -> Result<(), String>,
+) -> R<i64> {
+    let what = format!("an {key} in bytes ({range})");
+    c.with(&what, |s| {
+        let v: i64 = s
             .parse()
-            .map_err(|_| format!("'{}' is not an mpu in bytes (0..=256)", cut(s)))?;
-        pspat_sched::framing::check_mpu(v)?;
-        Ok::<_, String>(v as u32)
+            .map_err(|_| format!("'{}' is not {what}", cut(s)))?;
+        check(v)?;
+        Ok::<_, String>(v)
     })
 }
 

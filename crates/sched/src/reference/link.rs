@@ -430,11 +430,7 @@ mod tests {
     #[test]
     fn a_framed_wire_takes_the_framed_length() {
         let (mut s, ids) = sched_with("fifo", &[FlowParams::default()]);
-        let atm = Framing {
-            overhead: 0,
-            mpu: 0,
-            linklayer: crate::framing::LinkLayer::Atm,
-        };
+        let atm = Framing::new(0, 0, crate::framing::LinkLayer::Atm);
         let mut link = VirtualLink::new(ids, R, 0).with_framing(atm);
         for _ in 0..3 {
             link.enqueue(&mut *s, 0, 0, 40).unwrap();
