@@ -17,7 +17,9 @@ throughput and share against the weight share, delay percentiles, burst completi
 T-WFI and B-WFI against the exact fluid GPS system, Jain's index. The link can emulate a \
 dummynet pipe's --delay and --plr (`pipe 1 config bw 10Mbit/s delay 50ms plr 0.01`): the \
 delays then run from arrival to delivery; T-WFI, B-WFI and the GPS metrics stay on the \
-wire's release times.\n\n\
+wire's release times. --framing, --overhead, --mpu and --linklayer give the wire a pipe's \
+framing (what it charges for a packet: `pipe 1 config ... linklayer atm overhead 10`); the \
+service metrics then count the wire's bytes.\n\n\
 FILE is a scenario (see crates/sim/src/scenario.rs) or a sweep (a file with `algs = [...]`, \
 see crates/sim/src/sweep.rs: the reproductions of the papers under scenarios/). Without FILE, \
 the scenario comes from the flags: --alg, --rate, --txq and one --flow per group, an inline \
@@ -48,6 +50,19 @@ pub struct SimArgs {
     // than taken for a flag `-0`.
     #[arg(long, value_name = "P", allow_negative_numbers = true)]
     plr: Option<f64>,
+    /// The wire's framing as CAKE's presets (pppoe-ptm, docsis, ethernet,ether-vlan, ...),
+    /// as a pipe's `framing`: what the wire charges for a packet.
+    #[arg(long, value_name = "PRESETS")]
+    framing: Option<String>,
+    /// Bytes the wire adds to every packet (-64..=256), as a pipe's `overhead`.
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
+    overhead: Option<i32>,
+    /// The smallest charge of a packet (0..=256 bytes), as a pipe's `mpu`.
+    #[arg(long, value_name = "BYTES")]
+    mpu: Option<u32>,
+    /// The wire's link layer (ethernet, atm or ptm), as a pipe's `linklayer`.
+    #[arg(long, value_name = "LAYER")]
+    linklayer: Option<String>,
     /// Transmit queue, packets.
     #[arg(long, value_name = "PKTS")]
     txq: Option<u32>,
@@ -136,6 +151,18 @@ fn scenario(a: &SimArgs) -> Result<Scenario> {
     }
     if let Some(p) = a.plr {
         sc.plr = p;
+    }
+    if let Some(f) = &a.framing {
+        sc.framing = pspat_sim::scenario::split_presets(f);
+    }
+    if a.overhead.is_some() {
+        sc.overhead = a.overhead;
+    }
+    if a.mpu.is_some() {
+        sc.mpu = a.mpu;
+    }
+    if a.linklayer.is_some() {
+        sc.linklayer.clone_from(&a.linklayer);
     }
     if let Some(s) = a.seed {
         sc.seed = s;

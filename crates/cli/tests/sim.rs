@@ -105,3 +105,42 @@ fn sim_errors_name_the_problem() {
     assert_ne!(code, 0, "a zero-length packet size is refused");
     assert!(!err.is_empty());
 }
+
+/// The wire's framing from the flags, as a pipe's: `--linklayer atm --overhead 10` makes a
+/// 1000-byte packet 22 ATM cells, 1166 bytes, 932 800 ns at 10 Mbit/s; `--framing
+/// pppoe-ptm,ether-vlan` is overhead 20 on PTM; a bad value is refused naming it.
+#[test]
+fn the_framing_flags_give_the_wire_a_pipes_framing() {
+    let flow = r#"name="a", size={kind="fixed",len=1000}, arrival={kind="backlogged"}"#;
+    let base = [
+        "sim",
+        "--alg",
+        "fifo",
+        "--rate",
+        "10e6",
+        "--packets",
+        "100",
+        "--json",
+        "--flow",
+        flow,
+    ];
+    let run = |extra: &[&str]| {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let (code, out, err) = pspat(&args);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let v = run(&["--linklayer", "atm", "--overhead", "10"]);
+    assert_eq!(v["wire_bytes"], 100 * 1166);
+    assert_eq!(v["bytes"], 100 * 1000);
+    assert_eq!(v["duration_ns"].as_f64(), Some(100.0 * 932_800.0));
+    let v = run(&["--framing", "pppoe-ptm,ether-vlan"]);
+    assert_eq!(
+        (v["overhead"].as_i64(), v["linklayer"].as_str()),
+        (Some(20), Some("ptm"))
+    );
+    let args: Vec<&str> = base.iter().copied().chain(["--overhead", "-70"]).collect();
+    let (code, _, err) = pspat(&args);
+    assert_ne!(code, 0);
+    assert!(err.contains("overhead -70 is not -64..=256"), "{err}");
+}

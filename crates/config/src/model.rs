@@ -25,6 +25,15 @@
 //!   table lookup returned while matching.
 //! - **tables** ([`Table`]) map address prefixes to values, looked up by longest prefix.
 //!
+//! **Which bytes a link charges.** A link's bandwidth is spent on frames: in `pspat shape`
+//! and `pspat run`, the Ethernet frame from the destination MAC address to the end of the
+//! payload (a VLAN tag included; no preamble, FCS or inter-frame gap), what Linux's tc
+//! charges on an Ethernet device (`skb->len`). A pipe, or a scheduler with its own `bw`, may
+//! say what its link adds ([`Framing`]: `overhead`, `mpu`, `linklayer`, or one of CAKE's
+//! presets), as tc-stab(8), HTB and CAKE do; the link then charges each frame
+//! [`Framing::wire_len`] bytes (see `pspat_sched::framing`). The schedulers still share
+//! frame bytes: framing changes how fast the link drains, not who is served.
+//!
 //! Dynamically created queues and instances are bounded ([`FlowsetSpec::max_queues`],
 //! [`SchedSpec::max_instances`]) and expire after being idle ([`FlowsetSpec::idle_ns`],
 //! [`SchedSpec::idle_ns`]): hitting a bound is a counted drop with a reason, never
@@ -35,6 +44,8 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+
+pub use pspat_sched::framing::{Framing, LinkLayer};
 
 /// Packet direction as seen by the shaper: `in` = received on the input interface, `out` =
 /// about to leave on the output interface. `pspat shape` classifies frames as `out`.
@@ -170,6 +181,9 @@ pub struct SchedSpec {
     /// Its own link bandwidth in bits per second, when no pipe N gives it one (a pspat
     /// extension: ipfw takes `bw` on pipes only); 0 = unlimited, or pipe N's.
     pub bandwidth_bps: u64,
+    /// What its own link charges for a frame, when no pipe N gives the link (a pspat
+    /// extension, like `bw`): default, the frame's length.
+    pub framing: Framing,
     /// Scheduler mask: one instance per masked value.
     pub mask: FlowMask,
     /// Most instances created through the mask; more is a drop (`InstanceLimit`).
@@ -186,6 +200,7 @@ impl SchedSpec {
             algorithm: algorithm.to_owned(),
             params: Vec::new(),
             bandwidth_bps: 0,
+            framing: Framing::PLAIN,
             mask: FlowMask::default(),
             max_instances: DEFAULT_MAX_INSTANCES,
             idle_ns: DEFAULT_IDLE_NS,
@@ -247,8 +262,12 @@ pub struct PipeSpec {
     /// How long every packet leaving the link is held before it is sent on (dummynet's
     /// `delay`, whole milliseconds, at most [`MAX_DELAY_MS`]), ns.
     pub delay_ns: u64,
-    /// Bytes an idle link may send at once, beyond its rate (dummynet's `burst`).
+    /// Bytes an idle link may send at once, beyond its rate (dummynet's `burst`), counted
+    /// as the link charges them (after framing).
     pub burst_bytes: u64,
+    /// What the link charges for a frame (a pspat extension, tc's `overhead`, `mpu` and
+    /// `linklayer`): default, the frame's length.
+    pub framing: Framing,
     /// Queue limit of each instance.
     pub limit: QueueLimit,
     /// Loss and early drop of each instance's queue.
@@ -269,6 +288,7 @@ impl PipeSpec {
             bandwidth_bps: 0,
             delay_ns: 0,
             burst_bytes: 0,
+            framing: Framing::PLAIN,
             limit: QueueLimit::default(),
             qm: QueueManagement::default(),
             mask: FlowMask::default(),
@@ -283,17 +303,20 @@ impl PipeSpec {
             bandwidth_bps: self.bandwidth_bps,
             delay_ns: self.delay_ns,
             burst_bytes: self.burst_bytes,
+            framing: self.framing,
         }
     }
 }
 
 /// What a scheduler instance's emulated link does: its rate, the delay line after it, its
-/// burst. Pipe N's, or a scheduler's own bandwidth alone.
+/// burst, what it charges for a frame. Pipe N's, or a scheduler's own bandwidth and
+/// framing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LinkParams {
     pub bandwidth_bps: u64,
     pub delay_ns: u64,
     pub burst_bytes: u64,
+    pub framing: Framing,
 }
 
 /// An address prefix.
@@ -634,12 +657,13 @@ pub struct Summary {
 
 impl Config {
     /// The link scheduler `s` runs on: pipe N's when there is a pipe of its number, else
-    /// its own bandwidth, with no emulation.
+    /// its own bandwidth and framing, with no emulation.
     pub fn link_of(&self, s: &SchedSpec) -> LinkParams {
         match self.pipes.get(&s.id) {
             Some(p) => p.link(),
             None => LinkParams {
                 bandwidth_bps: s.bandwidth_bps,
+                framing: s.framing,
                 ..LinkParams::default()
             },
         }

@@ -13,7 +13,8 @@
 //! - dummynet's object model: a flowset attached to `pipe P` (or `sched P`) with no
 //!   scheduler P written gets dummynet's default, a `wf2q+` scheduler P without a mask; a
 //!   scheduler with a pipe of its number takes its link from the pipe and may not give a
-//!   bandwidth of its own; RED's `min_th` is below its queue's limit;
+//!   bandwidth or a framing of its own; RED's `min_th` is below its queue's limit;
+//! - a link's framing is in range (`overhead` `-64..=256`, `mpu` `0..=256` bytes);
 //! - every algorithm exists and accepts its parameters (the scheduler is built once, off
 //!   the data path, so that a bad value is caught here and not when the engine starts);
 //!   names become the registry's canonical name and parameters are sorted in the order the
@@ -238,6 +239,9 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
         let (algorithm, params) = resolve_algorithm(item).map_err(|m| e(*at, m))?;
         check_nonzero(&what, "max-instances", item.max_instances.into()).map_err(|m| e(*at, m))?;
         check_nonzero(&what, "idle", item.idle_ns).map_err(|m| e(*at, m))?;
+        item.framing
+            .check()
+            .map_err(|m| e(*at, format!("{what}: {m}")))?;
         let s = SchedSpec {
             algorithm,
             params,
@@ -255,6 +259,9 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
         if item.delay_ns > u64::from(MAX_DELAY_MS) * 1_000_000 {
             return Err(e(*at, format!("{what}: delay must be below 10000 ms")));
         }
+        item.framing
+            .check()
+            .map_err(|m| e(*at, format!("{what}: {m}")))?;
         check_nonzero(&what, "max-instances", item.max_instances.into()).map_err(|m| e(*at, m))?;
         check_nonzero(&what, "idle", item.idle_ns).map_err(|m| e(*at, m))?;
         if cfg.pipes.insert(item.id, item.clone()).is_some() {
@@ -264,11 +271,16 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
 
     // A scheduler runs on link N: pipe N's parameters when there is a pipe N.
     for Located { item, at } in &draft.schedulers {
-        if item.bandwidth_bps != 0 && cfg.pipes.contains_key(&item.id) {
+        let own = match (item.bandwidth_bps != 0, !item.framing.is_plain()) {
+            (true, _) => "bandwidth",
+            (false, true) => "framing",
+            (false, false) => continue,
+        };
+        if cfg.pipes.contains_key(&item.id) {
             return Err(e(
                 *at,
                 format!(
-                    "sched {0}: its link is pipe {0}'s; give the bandwidth on `pipe {0} config` \
+                    "sched {0}: its link is pipe {0}'s; give the {own} on `pipe {0} config` \
                      only",
                     item.id
                 ),
@@ -541,6 +553,7 @@ mod tests {
                 algorithm: alg.into(),
                 params: vec![],
                 bandwidth_bps: 0,
+                framing: Framing::PLAIN,
                 mask: FlowMask::default(),
                 max_instances: DEFAULT_MAX_INSTANCES,
                 idle_ns: DEFAULT_IDLE_NS,

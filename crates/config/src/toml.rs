@@ -29,6 +29,10 @@
 //! [[pipe]]                              # pipe 2 config bw 1Mbit/s queue 20
 //! id = 2
 //! bw = "1Mbit/s"
+//! framing = "pppoe-ptm"                 # or a list ["bridged-ptm", "ether-vlan"]; and
+//! overhead = 8                          # ... these replace the preset's parts (also on a
+//! mpu = 64                              # [[sched]] with its own bw): the link's framing
+//! linklayer = "ptm"                     # (ethernet, atm, ptm), as in ipfw syntax
 //!
 //! [[rule]]                              # add 100 queue 1 udp from 1.2.3.4 to any 53 out
 //! number = 100                          # optional: the highest so far + 100
@@ -267,6 +271,16 @@ loose_newtype!(Plr, Probability, |v| match v {
     Loose::Int(i) => parser::plr_str(&i.to_string()),
     other => parser::plr_str(&other.word()?),
 });
+loose_newtype!(OverheadT, i32, |v| parser::overhead_str(&v.word()?));
+loose_newtype!(MpuT, u32, |v| parser::mpu_str(&v.word()?));
+loose_newtype!(LinkLayerT, LinkLayer, |v| parser::linklayer_str(&v.word()?));
+loose_newtype!(FramingT, Framing, |v| match v {
+    Loose::List(xs) => {
+        let names: Vec<String> = xs.iter().map(Loose::word).collect::<Result<_, _>>()?;
+        parser::framing_str(&names.join(","))
+    }
+    other => parser::framing_str(&other.word()?),
+});
 loose_newtype!(RedT, Red, |v| parser::red_str(&v.word()?, false));
 loose_newtype!(GredT, Red, |v| parser::red_str(&v.word()?, true));
 loose_newtype!(Dir, Direction, |v| match v.word()?.as_str() {
@@ -285,6 +299,10 @@ struct SchedT {
     #[serde(rename = "type")]
     algorithm: Option<String>,
     bw: Option<Bw>,
+    overhead: Option<OverheadT>,
+    mpu: Option<MpuT>,
+    linklayer: Option<LinkLayerT>,
+    framing: Option<FramingT>,
     mask: Option<Mask>,
     params: Option<ParamList>,
     max_instances: Option<u32>,
@@ -315,6 +333,10 @@ struct PipeT {
     bw: Option<Bw>,
     delay: Option<Delay>,
     burst: Option<Bytes64>,
+    overhead: Option<OverheadT>,
+    mpu: Option<MpuT>,
+    linklayer: Option<LinkLayerT>,
+    framing: Option<FramingT>,
     queue: Option<Limit>,
     plr: Option<Plr>,
     red: Option<RedT>,
@@ -385,6 +407,21 @@ fn queue_management(
     })
 }
 
+/// A link's framing from its `framing`, `overhead`, `mpu` and `linklayer` keys: the
+/// presets', with the keys given on their own replacing their parts (as in ipfw syntax).
+fn framing(
+    presets: Option<FramingT>,
+    overhead: Option<OverheadT>,
+    mpu: Option<MpuT>,
+    linklayer: Option<LinkLayerT>,
+) -> Framing {
+    presets.map(|p| p.0).unwrap_or_default().with(
+        overhead.map(|o| o.0),
+        mpu.map(|m| m.0),
+        linklayer.map(|l| l.0),
+    )
+}
+
 /// Byte offset -> 1-based line and character column.
 fn loc_of(text: &str, offset: usize) -> Loc {
     let offset = offset.min(text.len());
@@ -446,6 +483,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
                 algorithm: s.algorithm.unwrap_or_else(|| DEFAULT_ALGORITHM.to_owned()),
                 params: s.params.map(|p| p.0).unwrap_or_default(),
                 bandwidth_bps: s.bw.map_or(0, |b| b.0),
+                framing: framing(s.framing, s.overhead, s.mpu, s.linklayer),
                 mask: s.mask.map(|m| m.0).unwrap_or_default(),
                 max_instances: s.max_instances.unwrap_or(DEFAULT_MAX_INSTANCES),
                 idle_ns: s.idle.map_or(DEFAULT_IDLE_NS, |t| t.0),
@@ -508,6 +546,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
                 bandwidth_bps: p.bw.map_or(0, |b| b.0),
                 delay_ns: p.delay.map_or(0, |x| x.0),
                 burst_bytes: p.burst.map_or(0, |x| x.0),
+                framing: framing(p.framing, p.overhead, p.mpu, p.linklayer),
                 limit: p.queue.map(|l| l.0).unwrap_or_default(),
                 qm: queue_management(text, origin, &span, p.plr, p.red, p.gred)?,
                 mask: p.mask.map(|m| m.0).unwrap_or_default(),
@@ -637,6 +676,7 @@ pub fn to_toml(c: &Config) -> String {
             quote(&x.algorithm),
             quote(&units::format_bandwidth(x.bandwidth_bps))
         );
+        framing_toml(&mut s, &x.framing);
         if !x.mask.is_empty() {
             let _ = writeln!(s, "mask = {}", mask_inline(&x.mask));
         }
@@ -669,6 +709,7 @@ pub fn to_toml(c: &Config) -> String {
         if x.burst_bytes != 0 {
             let _ = writeln!(s, "burst = {}", x.burst_bytes);
         }
+        framing_toml(&mut s, &x.framing);
         queue_management_toml(&mut s, &x.qm);
         if !x.mask.is_empty() {
             let _ = writeln!(s, "mask = {}", mask_inline(&x.mask));
@@ -746,6 +787,19 @@ pub fn to_toml(c: &Config) -> String {
         }
     }
     s
+}
+
+/// A link's framing as keys, those that add something.
+fn framing_toml(s: &mut String, f: &Framing) {
+    if f.overhead != 0 {
+        let _ = writeln!(s, "overhead = {}", f.overhead);
+    }
+    if f.mpu != 0 {
+        let _ = writeln!(s, "mpu = {}", f.mpu);
+    }
+    if f.linklayer != LinkLayer::Ethernet {
+        let _ = writeln!(s, "linklayer = {}", quote(f.linklayer.name()));
+    }
 }
 
 fn queue_management_toml(s: &mut String, qm: &QueueManagement) {

@@ -621,3 +621,240 @@ fn ipfw_spellings_of_real_configurations() {
     let e = ipfw_err("queue 1 config sched 2 buckets 0\n");
     assert!(at(&e).3.contains("hash buckets"), "{e}");
 }
+
+/// Link framing (pspat's extension: tc's `overhead`, `mpu`, `linklayer` and CAKE's
+/// presets) on pipes and on a scheduler with its own link, the same in both syntaxes,
+/// printed back only where it adds something.
+#[test]
+fn link_framing_in_both_syntaxes() {
+    let text = "pipe 1 config bw 10Mbit/s linklayer atm overhead 10\n\
+                pipe 2 config bw 1M framing pppoe-ptm,ether-vlan mpu 72\n\
+                pipe 4 config bw 1M\n\
+                sched 3 config type drr bw 4M framing DOCSIS\n\
+                queue 1 config sched 3\n";
+    let c = ipfw(text);
+    assert_eq!(c.pipes[&1].framing, Framing::new(10, 0, LinkLayer::Atm));
+    // pppoe-ptm (CAKE's 30 on the IP packet) and one VLAN tag (4), 14 less on the frame;
+    // the mpu written beside the preset replaces the preset's (none).
+    assert_eq!(c.pipes[&2].framing, Framing::new(20, 72, LinkLayer::Ptm));
+    assert_eq!(c.pipes[&4].framing, Framing::PLAIN);
+    // docsis: CAKE's 18 is 4 on the frame, at least 64 bytes.
+    assert_eq!(
+        c.schedulers[&3].framing,
+        Framing::new(4, 64, LinkLayer::Ethernet)
+    );
+    // The classifier's schedulers carry their link's framing to the engine.
+    let k = classify::Classifier::new(&c).unwrap();
+    let of = |o: classify::SchedOrigin| {
+        k.scheds()
+            .iter()
+            .find(|s| s.origin == o)
+            .map(|s| s.framing)
+            .unwrap()
+    };
+    assert_eq!(
+        of(classify::SchedOrigin::Pipe(1)),
+        Framing::new(10, 0, LinkLayer::Atm)
+    );
+    assert_eq!(
+        of(classify::SchedOrigin::Sched(3)),
+        Framing::new(4, 64, LinkLayer::Ethernet)
+    );
+
+    let toml = parse_toml(
+        "[[pipe]]\nid = 1\nbw = \"10Mbit/s\"\nlinklayer = \"atm\"\noverhead = 10\n\
+         [[pipe]]\nid = 2\nbw = \"1M\"\nframing = [\"pppoe-ptm\", \"ether-vlan\"]\nmpu = 72\n\
+         [[pipe]]\nid = 4\nbw = \"1M\"\n\
+         [[sched]]\nid = 3\ntype = \"drr\"\nbw = \"4M\"\nframing = \"docsis\"\n\
+         [[queue]]\nid = 1\nsched = 3\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(toml, c);
+
+    // Printed as the numbers the presets gave, and only where the framing adds something.
+    let printed = c.to_string();
+    let line = |start: &str| {
+        printed
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        line("pipe 1 ").contains(" overhead 10 linklayer atm "),
+        "{printed}"
+    );
+    assert!(
+        line("pipe 2 ").contains(" overhead 20 mpu 72 linklayer ptm "),
+        "{printed}"
+    );
+    assert!(
+        line("sched 3 ").contains(" overhead 4 mpu 64 "),
+        "{printed}"
+    );
+    assert!(
+        !line("pipe 4 ").contains("overhead")
+            && !line("pipe 4 ").contains("mpu")
+            && !line("pipe 4 ").contains("linklayer"),
+        "{printed}"
+    );
+    let t = c.to_toml();
+    assert!(t.contains("overhead = 10\nlinklayer = \"atm\"\n"), "{t}");
+    assert!(
+        t.contains("overhead = 20\nmpu = 72\nlinklayer = \"ptm\"\n"),
+        "{t}"
+    );
+    assert_eq!(t.matches("overhead = ").count(), 3, "{t}");
+    assert_eq!(parse_ipfw(&printed, "printed").unwrap(), c);
+    assert_eq!(parse_toml(&t, "printed").unwrap(), c);
+}
+
+/// A later `pipe N config` keeps the pipe's framing as it keeps its bandwidth, unless it
+/// writes any framing option: then the framing is what it writes. A later `sched N config`
+/// replaces a scheduler's framing, as its `bw`.
+#[test]
+fn a_reconfigured_link_keeps_its_framing_as_its_bandwidth() {
+    let c = ipfw("pipe 1 config bw 10M overhead 10 linklayer atm\npipe 1 config delay 20\n");
+    assert_eq!(c.pipes[&1].framing, Framing::new(10, 0, LinkLayer::Atm));
+    assert_eq!(c.pipes[&1].bandwidth_bps, 10_000_000);
+    assert_eq!(c.pipes[&1].delay_ns, 20_000_000);
+    let c = ipfw("pipe 1 config bw 10M overhead 10 linklayer atm\npipe 1 config mpu 64\n");
+    assert_eq!(
+        c.pipes[&1].framing,
+        Framing::new(0, 64, LinkLayer::Ethernet)
+    );
+    let c = ipfw("pipe 1 config framing conservative\npipe 1 config overhead 0\n");
+    assert_eq!(c.pipes[&1].framing, Framing::PLAIN);
+    let c = ipfw("sched 1 config type drr bw 1M overhead 8\nsched 1 config type drr\n");
+    assert_eq!(c.schedulers[&1].framing, Framing::PLAIN);
+}
+
+#[test]
+fn bad_framing_is_refused_where_it_is_written() {
+    let cases: &[(&str, u32, u32, &str, &str)] = &[
+        (
+            "pipe 1 config overhead 300",
+            1,
+            24,
+            "300",
+            "overhead 300 is not -64..=256 bytes",
+        ),
+        (
+            "pipe 1 config overhead -65",
+            1,
+            24,
+            "-65",
+            "overhead -65 is not -64..=256 bytes",
+        ),
+        (
+            "pipe 1 config overhead 1.5",
+            1,
+            24,
+            "1.5",
+            "not an overhead in bytes",
+        ),
+        (
+            "pipe 1 config mpu 257",
+            1,
+            19,
+            "257",
+            "mpu 257 is not 0..=256 bytes",
+        ),
+        (
+            "pipe 1 config mpu -1",
+            1,
+            19,
+            "-1",
+            "mpu -1 is not 0..=256 bytes",
+        ),
+        (
+            "pipe 1 config mpu 6o",
+            1,
+            19,
+            "6o",
+            "'6o' is not an mpu in bytes (0..=256)",
+        ),
+        (
+            "pipe 1 config linklayer docsis",
+            1,
+            25,
+            "docsis",
+            "unknown link layer 'docsis' (expected ethernet, atm or ptm)",
+        ),
+        (
+            "pipe 1 config framing pppoe-ptm,bogus",
+            1,
+            33,
+            "bogus",
+            "unknown framing preset 'bogus' (CAKE's: raw, conservative,",
+        ),
+        (
+            "pipe 1 config framing",
+            1,
+            22,
+            "",
+            "expected a framing preset",
+        ),
+        (
+            "pipe 1 config overhead 4 overhead 8",
+            1,
+            26,
+            "overhead",
+            "given twice",
+        ),
+        (
+            "pipe 1 config bw 1M\nqueue 1 config pipe 1 mpu 64",
+            2,
+            23,
+            "mpu",
+            "`mpu` is a parameter of a link: write it on `pipe 1 config`",
+        ),
+    ];
+    for (text, line, column, token, msg) in cases {
+        let e = ipfw_err(text);
+        let (l, c, t, m) = at(&e);
+        assert_eq!((l, c, t), (*line, *column, *token), "{text}: {e}");
+        assert!(m.contains(msg), "{text}: {e}");
+    }
+    // A scheduler on pipe N's link takes the pipe's framing.
+    let e = ipfw_err("pipe 1 config bw 1M\nsched 1 config type drr overhead 10\n").to_string();
+    assert!(
+        e.starts_with(
+            "t.ipfw:2:1: sched 1: its link is pipe 1's; give the framing on `pipe 1 \
+             config` only"
+        ),
+        "{e}"
+    );
+    // The same values in TOML: at the value, with the ipfw parser's message.
+    let cases: &[(&str, u32, u32, &str)] = &[
+        (
+            "overhead = 300",
+            3,
+            12,
+            "overhead 300 is not -64..=256 bytes",
+        ),
+        ("mpu = \"x\"", 3, 7, "'x' is not an mpu in bytes"),
+        ("linklayer = \"adls\"", 3, 13, "unknown link layer 'adls'"),
+        (
+            "framing = [\"pppoe-ptm\", \"nope\"]",
+            3,
+            11,
+            "unknown framing preset 'nope'",
+        ),
+    ];
+    for (key, line, column, msg) in cases {
+        let text = format!("[[pipe]]\nid = 1\n{key}\n");
+        let e = toml_err(&text);
+        let (l, c, _, m) = at(&e);
+        assert_eq!((l, c), (*line, *column), "{key}: {e}");
+        assert!(m.contains(msg), "{key}: {e}");
+    }
+    // A model built by code is checked too.
+    let mut d = resolve::Draft::new("code");
+    let mut p = PipeSpec::new(1);
+    p.framing = Framing::new(0, 300, LinkLayer::Atm);
+    d.pipes.push(resolve::Located { item: p, at: None });
+    let e = resolve::resolve(d).unwrap_err().to_string();
+    assert!(e.contains("pipe 1: mpu 300 is not 0..=256 bytes"), "{e}");
+}

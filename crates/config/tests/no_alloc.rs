@@ -54,6 +54,7 @@ fn config() -> Config {
             algorithm: "qfq".into(),
             params: vec![],
             bandwidth_bps: 0,
+            framing: Framing::PLAIN,
             mask: FlowMask::default(),
             max_instances: 1,
             idle_ns: 1,

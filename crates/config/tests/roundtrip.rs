@@ -65,6 +65,26 @@ impl Rng {
             },
         }
     }
+    /// A link's framing: plain half the time, else any part at an edge or inside its
+    /// range.
+    fn framing(&mut self) -> Framing {
+        if self.coin() {
+            return Framing::PLAIN;
+        }
+        let overhead = match self.below(4) {
+            0 => 0,
+            1 => -64,
+            2 => 256,
+            _ => self.range(0, 320) as i32 - 64,
+        };
+        let mpu = match self.below(3) {
+            0 => 0,
+            1 => 256,
+            _ => self.below(257) as u32,
+        };
+        let linklayer = LinkLayer::NAMES[self.below(3) as usize].1;
+        Framing::new(overhead, mpu, linklayer)
+    }
     fn limit(&mut self) -> QueueLimit {
         if self.coin() {
             QueueLimit::Packets(self.range(1, 1 << 31) as u32)
@@ -201,6 +221,7 @@ fn random_config(seed: u64) -> Config {
                 algorithm: info.name.to_owned(),
                 params,
                 bandwidth_bps: r.quantity(),
+                framing: r.framing(),
                 mask: r.mask(),
                 max_instances: r.range(1, u32::MAX.into()) as u32,
                 idle_ns: r.idle(),
@@ -232,6 +253,7 @@ fn random_config(seed: u64) -> Config {
         // A scheduler of a pipe's number runs on the pipe's link.
         if let Some(s) = c.schedulers.get_mut(&id) {
             s.bandwidth_bps = 0;
+            s.framing = Framing::PLAIN;
         }
         c.pipes.insert(
             id,
@@ -240,6 +262,7 @@ fn random_config(seed: u64) -> Config {
                 bandwidth_bps: r.quantity(),
                 delay_ns: r.below(10_000) * 1_000_000 * u64::from(r.coin()),
                 burst_bytes: r.below(1 << 20) * u64::from(r.coin()),
+                framing: r.framing(),
                 limit,
                 qm: qm(&mut r, &limit),
                 mask: r.mask(),
@@ -418,6 +441,30 @@ fn the_generator_makes_varied_valid_configurations() {
     assert!(
         skipto > 20 && counts > 20 && prob > 20 && negated > 50 && options > 100 && named > 20,
         "{skipto} {counts} {prob} {negated} {options} {named}"
+    );
+    // and links with a framing, on pipes and on schedulers with their own link, with each
+    // link layer and a negative overhead among them
+    let framings: Vec<Framing> = (0..200u64)
+        .flat_map(|seed| {
+            let c = random_config(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let s: Vec<Framing> = c.schedulers.values().map(|s| s.framing).collect();
+            s.into_iter()
+                .chain(c.pipes.values().map(|p| p.framing))
+                .collect::<Vec<_>>()
+        })
+        .filter(|f| !f.is_plain())
+        .collect();
+    let with = |l: LinkLayer| framings.iter().filter(|f| f.linklayer == l).count();
+    let negative = framings.iter().filter(|f| f.overhead < 0).count();
+    assert!(
+        with(LinkLayer::Ethernet) > 20
+            && with(LinkLayer::Atm) > 20
+            && with(LinkLayer::Ptm) > 20
+            && negative > 20,
+        "{} {} {} {negative}",
+        with(LinkLayer::Ethernet),
+        with(LinkLayer::Atm),
+        with(LinkLayer::Ptm)
     );
 }
 

@@ -20,6 +20,16 @@
 //! of the engine's per-client counters (`scheduled`, `dropped`, minus the packets still in
 //! mailboxes).
 //!
+//! **Which bytes.** `sent_bytes` and `backlog_bytes` count frames as given to the engine (in
+//! `pspat shape` and `pspat run`, Ethernet frames from the destination MAC address to the
+//! end of the payload, no FCS), as the schedulers share them. A link with a framing
+//! (`overhead`, `mpu`, `linklayer`: [`SchedulerStats::framing`]) charges more or fewer
+//! bytes per frame: instances and schedulers also count those, [`InstanceStats::wire_bytes`]
+//! and [`SchedulerStats::wire_bytes`], which the data path adds up as it charges each packet
+//! (one addition). Eight times the wire bytes over a busy time is the link's rate; eight
+//! times the frame bytes, what the frames got of it. Without a framing the two are equal,
+//! and the text output shows only the frames.
+//!
 //! [`DummynetStats::rates`] turns two snapshots into bit/s and packet/s per scheduler,
 //! instance and queue. Instances and queues are matched by (scheduler, instance key,
 //! creation time) and (class, queue key, creation time): a queue that expired and was
@@ -34,6 +44,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pspat_config::classify::{ClassOrigin, FlowKey, SchedOrigin};
+use pspat_config::Framing;
 use pspat_units::{HumanBandwidth, HumanRate};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
@@ -259,6 +270,10 @@ pub struct InstanceStats {
     /// Everything it did since it was created: its live queues, the queues that expired,
     /// and the drops of packets that got no queue (`queue_limit`).
     pub totals: Counters,
+    /// Bytes its link charged for what it sent since it was created: the frames of
+    /// `totals.sent_bytes` as its scheduler's framing counts them (the same number without
+    /// one).
+    pub wire_bytes: u64,
     /// Its live queues, by class then key.
     pub queues: Vec<QueueStats>,
     /// Queues removed after their idle time.
@@ -277,6 +292,9 @@ pub struct SchedulerStats {
     pub algorithm: String,
     /// Every instance's link rate, bit/s (0 = unlimited).
     pub bandwidth_bps: u64,
+    /// What every instance's link charges for a frame (default: its length).
+    #[serde(serialize_with = "ser_framing")]
+    pub framing: Framing,
     /// How long a packet leaving the link is held before it is sent on (ns).
     pub delay_ns: u64,
     /// Packets in its delay line now (they have left its instances' queues).
@@ -290,6 +308,8 @@ pub struct SchedulerStats {
     /// Drops of packets that got no instance (`instance_limit`, or an algorithm that
     /// could not be built).
     pub unplaced: Drops,
+    /// Bytes the links of the removed instances charged.
+    pub retired_wire_bytes: u64,
 }
 
 impl SchedulerStats {
@@ -301,6 +321,11 @@ impl SchedulerStats {
         }
         t.drops.add_all(&self.unplaced);
         t
+    }
+
+    /// Bytes its links charged, retired instances included (see the module docs).
+    pub fn wire_bytes(&self) -> u64 {
+        self.retired_wire_bytes + self.instances.iter().map(|i| i.wire_bytes).sum::<u64>()
     }
 }
 
@@ -344,9 +369,14 @@ impl DummynetStats {
                 interval_ns,
             )
         };
+        // Wire bit/s where a framing makes them differ from the frames'.
+        let wire = |framed: bool, now: u64, then: Option<u64>| {
+            framed.then(|| Rate::over(0, now.saturating_sub(then.unwrap_or(0)), interval_ns).bps)
+        };
         let mut schedulers = Vec::with_capacity(self.schedulers.len());
         for s in &self.schedulers {
             let old = earlier.scheduler(s.sched);
+            let framed = !s.framing.is_plain();
             let instances = s
                 .instances
                 .iter()
@@ -377,6 +407,7 @@ impl DummynetStats {
                     InstanceRate {
                         key: i.key,
                         rate: rate(&i.totals, old_i.map(|x| &x.totals)),
+                        wire_bps: wire(framed, i.wire_bytes, old_i.map(|x| x.wire_bytes)),
                         queues,
                     }
                 })
@@ -384,6 +415,7 @@ impl DummynetStats {
             schedulers.push(SchedRate {
                 sched: s.sched,
                 rate: rate(&s.totals(), old.map(|o| o.totals()).as_ref()),
+                wire_bps: wire(framed, s.wire_bytes(), old.map(|o| o.wire_bytes())),
                 instances,
             });
         }
@@ -419,12 +451,14 @@ impl DummynetStats {
                     live: st.live,
                     algorithm: st.sched.algorithm.clone(),
                     bandwidth_bps: st.sched.bandwidth_bps,
+                    framing: st.sched.framing,
                     delay_ns: st.sched.delay_ns,
                     delayed_pkts: d.delays.held_on(line),
                     instances,
                     expired_instances: st.expired_instances,
                     retired: st.retired,
                     unplaced: st.unplaced,
+                    retired_wire_bytes: st.retired_wire_bytes,
                 }
             })
             .collect();
@@ -475,6 +509,7 @@ impl InstanceStats {
             key,
             created_ns: inst.created_ns,
             totals: inst.totals(),
+            wire_bytes: inst.wire_bytes,
             queues,
             expired_queues: inst.expired_queues,
         }
@@ -529,8 +564,11 @@ pub struct InstanceRate {
     /// Its masked key.
     #[serde(serialize_with = "ser_key")]
     pub key: FlowKey,
-    /// What it sent per second (its link's throughput).
+    /// What it sent per second (its link's throughput, in frames).
     pub rate: Rate,
+    /// The bits per second its link charged, where a framing makes them differ from the
+    /// frames'.
+    pub wire_bps: Option<f64>,
     /// Its queues, as in the later snapshot.
     pub queues: Vec<QueueRate>,
 }
@@ -542,6 +580,9 @@ pub struct SchedRate {
     pub sched: SchedRef,
     /// What all its instances sent per second.
     pub rate: Rate,
+    /// The bits per second its links charged, where a framing makes them differ from the
+    /// frames'.
+    pub wire_bps: Option<f64>,
     /// Its live instances, as in the later snapshot.
     pub instances: Vec<InstanceRate>,
 }
@@ -558,10 +599,13 @@ pub struct DummynetRates {
 impl fmt::Display for DummynetRates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "rates over {:.3} s", self.interval_ns as f64 / 1e9)?;
+        let wire = |bps: Option<f64>| bps.map(|b| format!(", wire {}", HumanRate(b)));
         for s in &self.schedulers {
-            writeln!(f, "{}: {}", s.sched, s.rate)?;
+            let w = wire(s.wire_bps).unwrap_or_default();
+            writeln!(f, "{}: {}{w}", s.sched, s.rate)?;
             for i in &s.instances {
-                writeln!(f, "  instance {}: {}", KeyText(&i.key), i.rate)?;
+                let w = wire(i.wire_bps).unwrap_or_default();
+                writeln!(f, "  instance {}: {}{w}", KeyText(&i.key), i.rate)?;
                 for q in &i.queues {
                     writeln!(f, "    {} {}: {}", q.class, KeyText(&q.key), q.rate)?;
                 }
@@ -574,7 +618,9 @@ impl fmt::Display for DummynetRates {
 impl fmt::Display for DummynetStats {
     /// One block per scheduler: a header with its algorithm and bandwidth, one line per
     /// instance (its key and totals) followed by one line per queue (class, weight, key,
-    /// counters), then the retired instances' totals. For example:
+    /// counters), then the retired instances' totals. A link with a framing adds it to the
+    /// header, with the bytes all its links charged, and each instance its own
+    /// (`wire 1166000 bytes`). For example:
     ///
     /// ```text
     /// sched 1 drr 8.000 Mbit/s: 1 instance, 0 expired
@@ -594,6 +640,10 @@ impl fmt::Display for DummynetStats {
                 if s.instances.len() == 1 { "" } else { "s" },
                 s.expired_instances
             )?;
+            let framed = !s.framing.is_plain();
+            if framed {
+                write!(f, ", {}, wire {} bytes", s.framing, s.wire_bytes())?;
+            }
             if s.delay_ns > 0 {
                 write!(
                     f,
@@ -607,9 +657,14 @@ impl fmt::Display for DummynetStats {
             }
             writeln!(f)?;
             for i in &s.instances {
+                let wire = if framed {
+                    format!("; wire {} bytes", i.wire_bytes)
+                } else {
+                    String::new()
+                };
                 writeln!(
                     f,
-                    "  instance {} {}: {}; {} queue{}, {} expired",
+                    "  instance {} {}: {}{wire}; {} queue{}, {} expired",
                     i.id,
                     KeyText(&i.key),
                     i.totals,
@@ -680,6 +735,15 @@ impl fmt::Display for KeyText<'_> {
     }
 }
 
+/// A framing as `{"overhead": 10, "mpu": 0, "linklayer": "atm"}`.
+fn ser_framing<S: Serializer>(f: &Framing, s: S) -> Result<S::Ok, S::Error> {
+    let mut st = s.serialize_struct("Framing", 3)?;
+    st.serialize_field("overhead", &f.overhead)?;
+    st.serialize_field("mpu", &f.mpu)?;
+    st.serialize_field("linklayer", f.linklayer.name())?;
+    st.end()
+}
+
 fn addr_text(a: u128, v6: bool) -> String {
     if v6 {
         Ipv6Addr::from(a).to_string()
@@ -736,12 +800,14 @@ mod tests {
                 live: true,
                 algorithm: "drr".into(),
                 bandwidth_bps: 8_000_000,
+                framing: Framing::PLAIN,
                 delay_ns: 0,
                 delayed_pkts: 0,
                 instances: vec![InstanceStats {
                     id: 0,
                     key: FlowKey::v4(0x0a00_0001, 0, 0, 0, 0),
                     created_ns: 5,
+                    wire_bytes: totals.sent_bytes,
                     totals,
                     queues,
                     expired_queues: 0,
@@ -749,6 +815,7 @@ mod tests {
                 expired_instances: 0,
                 retired,
                 unplaced: Drops::default(),
+                retired_wire_bytes: retired.sent_bytes,
             }],
             passed: Counters::default(),
             no_class_drops: 0,
@@ -880,5 +947,73 @@ mod tests {
             r.contains("queue 1 udp 10.0.0.1/5000 -> 10.1.0.1/80"),
             "{r}"
         );
+    }
+
+    #[test]
+    fn a_framed_link_shows_its_wire_bytes_and_rate() {
+        // One second of 1000 frames of 1000 bytes on ATM with overhead 10: each frame is
+        // 1010 bytes, 22 cells of 53, 1166 bytes on the wire. Frames: 8 Mbit/s; wire:
+        // 1166 * 8 * 1000 = 9.328 Mbit/s.
+        let atm = Framing::new(10, 0, pspat_config::LinkLayer::Atm);
+        let mut a = snapshot(
+            0,
+            vec![queue(1, 80, 0, counters(0, 0))],
+            Counters::default(),
+        );
+        let mut b = snapshot(
+            1_000_000_000,
+            vec![queue(1, 80, 0, counters(1000, 1_000_000))],
+            counters(10, 10_000),
+        );
+        // Before: nothing sent. After: 1000 frames, and 10 of 1000 bytes by an instance
+        // that retired (11 660 wire bytes): the scheduler charged 1 177 660 bytes in the
+        // second, 9.42128 Mbit/s.
+        a.schedulers[0].framing = atm;
+        b.schedulers[0].framing = atm;
+        b.schedulers[0].instances[0].wire_bytes = 1_166_000;
+        b.schedulers[0].retired_wire_bytes = 11_660;
+        assert_eq!(b.schedulers[0].wire_bytes(), 1_177_660);
+        let r = b.rates(&a);
+        assert_eq!(r.schedulers[0].instances[0].rate.bps, 8e6);
+        assert_eq!(r.schedulers[0].instances[0].wire_bps, Some(9_328_000.0));
+        assert_eq!(r.schedulers[0].wire_bps, Some(9_421_280.0));
+        let text = b.to_string();
+        for want in [
+            "sched 1 drr 8.000 Mbit/s: 1 instance, 0 expired, overhead 10 linklayer atm, wire \
+             1177660 bytes",
+            "backlog 0b 0p; wire 1166000 bytes; 1 queue, 0 expired",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in:\n{text}");
+        }
+        let rates = r.to_string();
+        assert!(
+            rates.contains(
+                "  instance ip 10.0.0.1/0 -> 0.0.0.0/0: 8.000 Mbit/s 1000 pps, wire \
+                 9.328 Mbit/s"
+            ),
+            "{rates}"
+        );
+        let json = serde_json::to_value(&b).unwrap();
+        let s0 = &json["schedulers"][0];
+        assert_eq!(s0["framing"]["overhead"], 10);
+        assert_eq!(s0["framing"]["linklayer"], "atm");
+        assert_eq!(s0["retired_wire_bytes"], 11_660);
+        assert_eq!(s0["instances"][0]["wire_bytes"], 1_166_000);
+        // Without a framing: no wire rate, and the text shows frames only.
+        let plain = snapshot(
+            1,
+            vec![queue(1, 80, 0, counters(5, 5000))],
+            Counters::default(),
+        );
+        assert!(!plain.to_string().contains("wire"), "{plain}");
+        let r = plain.rates(&snapshot(0, vec![], Counters::default()));
+        assert_eq!(
+            (
+                r.schedulers[0].wire_bps,
+                r.schedulers[0].instances[0].wire_bps
+            ),
+            (None, None)
+        );
+        assert!(!r.to_string().contains("wire"), "{r}");
     }
 }

@@ -14,20 +14,23 @@
 //!    `queue_limit`);
 //! 3. the packet joins that flow.
 //!
-//! Every instance has its own leaky-bucket link at its scheduler's bandwidth. Instances with
-//! packets wait in a min-heap keyed by when their link is free; `dequeue` serves the
-//! earliest one that is free at `now`, so the arbiter's cost per packet is O(log
-//! instances) on top of the algorithm's. Packets an `allow` rule let through skip
-//! scheduling: they leave in arrival order, at once.
+//! Every instance has its own leaky-bucket link at its scheduler's bandwidth, charging each
+//! packet what its framing says (the frame's length by default; `crate::link`), and counts
+//! the bytes it charged for the statistics (`wire_bytes`). Instances with packets wait in
+//! a min-heap keyed by when their link is free; `dequeue` serves the earliest one that is
+//! free at `now`, so the arbiter's cost per packet is O(log instances) on top of the
+//! algorithm's. Packets an `allow` rule let through skip scheduling: they leave in arrival
+//! order, at once.
 //!
 //! Idle queues and instances are removed after their `idle` time (checked a few per scan,
 //! round-robin, so expiry never stalls the arbiter), giving their memory back; nothing
 //! here allocates per packet once a queue exists.
 //!
-//! Run-time changes ([`Change::Config`]): bandwidths, weights, queue limits, maximum
-//! lengths, rules and tables change live; schedulers, flowsets and pipes can be added or
-//! removed (a removed class's queues drain; packets still arriving for it are dropped as
-//! `no_class`). A scheduler's algorithm, parameters or mask, a flowset's scheduler or mask,
+//! Run-time changes ([`Change::Config`]): bandwidths, framings, weights, queue limits,
+//! maximum lengths, rules and tables change live (a link whose bandwidth, burst or framing
+//! changed is rebuilt, busy until it would have been); schedulers, flowsets and pipes can
+//! be added or removed (a removed class's queues drain; packets still arriving for it are
+//! dropped as `no_class`). A scheduler's algorithm, parameters or mask, a flowset's scheduler or mask,
 //! and the `max_*` bounds are fixed for the life of the engine (their state is built around
 //! them): a change to them is refused, naming the object, and nothing is applied. An
 //! instance's queue map is bounded, when the instance is created, by the `max_queues` of the
@@ -132,12 +135,16 @@ pub(crate) struct SchedState {
     pub(crate) expired_instances: u64,
     /// Drops of packets that got no instance.
     pub(crate) unplaced: Drops,
+    /// Bytes the links of its retired instances charged (statistics).
+    pub(crate) retired_wire_bytes: u64,
 }
 
 /// One scheduler instance: an algorithm, its link and its queues.
 pub(crate) struct Instance {
     pub(crate) sched: Box<dyn Scheduler<Pkt>>,
     link: Link,
+    /// Bytes its link charged for what it sent: the frames' lengths, framed.
+    pub(crate) wire_bytes: u64,
     /// Slot in `Dummynet::scheds`, and slot in that scheduler's instance map.
     owner: (usize, u32),
     /// (class code, masked key) -> queue slot.
@@ -307,6 +314,7 @@ impl Dummynet {
                     st.live = true;
                     if st.sched.bandwidth_bps != s.bandwidth_bps
                         || st.sched.burst_bytes != s.burst_bytes
+                        || st.sched.framing != s.framing
                     {
                         for &id in st.inst_ids.iter().filter(|&&id| id != NONE) {
                             if let Some(inst) = self.instances[id as usize].as_mut() {
@@ -331,6 +339,7 @@ impl Dummynet {
                         retired: Counters::default(),
                         expired_instances: 0,
                         unplaced: Drops::default(),
+                        retired_wire_bytes: 0,
                     });
                 }
             }
@@ -438,6 +447,7 @@ impl Dummynet {
         let inst = Instance {
             sched,
             link,
+            wire_bytes: 0,
             owner: (s, slot),
             queues: KeyMap::growable(INITIAL_IDS, queues),
             flows: vec![None; INITIAL_IDS.min(queues) as usize],
@@ -474,6 +484,7 @@ impl Dummynet {
             let (s, slot) = inst.owner;
             let st = &mut self.scheds[s];
             st.retired.add(&inst.totals());
+            st.retired_wire_bytes += inst.wire_bytes;
             st.expired_instances += 1;
             st.inst_ids[slot as usize] = NONE;
             self.free_instances.push(id);
@@ -763,6 +774,7 @@ impl Dummynet {
             // go, for the queue's counters. Sent on from the scheduler's delay line, due
             // now or `delay` later.
             let (_, mut p) = inst.sched.dequeue().expect("the packet just queued");
+            inst.wire_bytes += inst.link.wire_len(p.len);
             p.depart_ns = now.max(arrived_ns);
             let line = inst.owner.0;
             let due = p.depart_ns + self.scheds[line].sched.delay_ns;
@@ -887,7 +899,9 @@ impl Service for Dummynet {
         let inst = self.instances[id as usize]
             .as_mut()
             .expect("the instance just served is live");
-        p.depart_ns = inst.link.transmit_arrived(p.len, arrived);
+        let wire = inst.link.wire_len(p.len);
+        inst.wire_bytes += wire;
+        p.depart_ns = inst.link.transmit_wire_arrived(wire, arrived);
         if inst.sched.is_empty() {
             inst.ready = false;
         } else {
@@ -1016,9 +1030,11 @@ fn add_stats(into: &mut SchedStats, s: &SchedStats) {
     }
 }
 
-/// A new instance's link: the scheduler's rate and burst.
+/// A new instance's link: the scheduler's rate, burst and framing.
 fn link_of(s: &Sched) -> Link {
-    Link::new(s.bandwidth_bps).with_burst(s.burst_bytes)
+    Link::new(s.bandwidth_bps)
+        .with_framing(s.framing)
+        .with_burst(s.burst_bytes)
 }
 
 fn params_of(s: &Sched) -> Params {

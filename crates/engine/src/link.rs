@@ -9,6 +9,14 @@
 //! Time is kept in 2^-31 ns units in a `u128`, so the per-byte cost is exact to 2^-31 ns and
 //! rounding never drifts the rate (10 Gbit/s is 0.8 ns per byte, not representable in
 //! whole ns). Like smoltcp, the link never reads the clock: `now` is a parameter.
+//!
+//! A packet costs the bytes its link charges for it: its length, or with a framing (tc's
+//! `overhead`, `mpu`, `linklayer`; see `pspat_sched::framing`) the framed length. Whether
+//! the framing adds anything is decided once, when the link is built: the default costs a
+//! predictable branch per packet and no arithmetic. Rates, bursts and the byte counts
+//! callers keep are all in charged bytes, so that charged bytes * 8 / time is the rate.
+
+use pspat_config::Framing;
 
 /// Fractional bits of the internal time unit: the largest for which the cost of a byte
 /// at the slowest rate (1 bit/s: 8e9 ns, i.e. 8e9 * 2^31 < 2^64) fits in a `u64`, so that
@@ -29,6 +37,10 @@ pub struct Link {
     /// How far behind a packet's arrival an idle link's clock may stay, in 2^-31 ns: the
     /// transmission time of the burst (dummynet's `burst`), 0 without one.
     burst: u128,
+    /// What it charges for a packet.
+    framing: Framing,
+    /// `framing` adds nothing: a packet is charged its length as it is.
+    plain: bool,
 }
 
 impl Link {
@@ -50,12 +62,36 @@ impl Link {
             idle_ceil_ns: 0,
             rate_bps,
             burst: 0,
+            framing: Framing::PLAIN,
+            plain: true,
         }
     }
 
-    /// This link, letting an idle link send up to `bytes` at once beyond its rate
-    /// (dummynet's `burst`): a packet arriving after the link was idle for `t` may start
-    /// as if the link had been free since `min(t, the burst's transmission time)` ago.
+    /// This link, charging each packet its framed length (see the module docs).
+    pub fn with_framing(mut self, framing: Framing) -> Self {
+        self.framing = framing;
+        self.plain = framing.is_plain();
+        self
+    }
+
+    /// What it charges for a packet.
+    pub fn framing(&self) -> Framing {
+        self.framing
+    }
+
+    /// Bytes charged for a packet of `len` bytes.
+    #[inline]
+    pub fn wire_len(&self, len: u32) -> u64 {
+        if self.plain {
+            u64::from(len)
+        } else {
+            self.framing.wire_len(len)
+        }
+    }
+
+    /// This link, letting an idle link send up to `bytes` (charged bytes) at once beyond
+    /// its rate (dummynet's `burst`): a packet arriving after the link was idle for `t` may
+    /// start as if the link had been free since `min(t, the burst's transmission time)` ago.
     pub fn with_burst(mut self, bytes: u64) -> Self {
         self.burst = u128::from(self.byte_cost) * u128::from(bytes);
         self
@@ -76,17 +112,31 @@ impl Link {
     /// time its last bit leaves the emulated link, in ns.
     #[inline]
     pub fn transmit(&mut self, len: u32) -> u64 {
-        self.idle_at += u128::from(self.byte_cost) * u128::from(len);
+        self.transmit_wire(self.wire_len(len))
+    }
+
+    /// [`Link::transmit`] of a packet whose charge, `wire` bytes, the caller already has
+    /// ([`Link::wire_len`]).
+    #[inline]
+    pub fn transmit_wire(&mut self, wire: u64) -> u64 {
+        self.idle_at += u128::from(self.byte_cost) * u128::from(wire);
         self.idle_ceil_ns = ceil_ns(self.idle_at);
         (self.idle_at >> FRAC) as u64
     }
 
-    /// Charges a packet that arrived at `arrival_ns`: its transmission starts when the link
-    /// is idle or when it arrived, whichever is later. When the arbiter runs late (the link
-    /// fell idle before it looked), a packet that arrived in between does not start before
-    /// it existed; returns the time its last bit leaves, in ns.
+    /// Charges a packet of `len` bytes that arrived at `arrival_ns`: its transmission starts
+    /// when the link is idle or when it arrived, whichever is later. When the arbiter runs
+    /// late (the link fell idle before it looked), a packet that arrived in between does
+    /// not start before it existed; returns the time its last bit leaves, in ns.
     #[inline]
     pub fn transmit_arrived(&mut self, len: u32, arrival_ns: u64) -> u64 {
+        self.transmit_wire_arrived(self.wire_len(len), arrival_ns)
+    }
+
+    /// [`Link::transmit_arrived`] of a packet whose charge, `wire` bytes, the caller
+    /// already has ([`Link::wire_len`]).
+    #[inline]
+    pub fn transmit_wire_arrived(&mut self, wire: u64, arrival_ns: u64) -> u64 {
         // `idle_at < arrival_ns << FRAC` unless the rounded-up value is larger; when it is
         // equal, `idle_at` is at most `arrival_ns << FRAC`, so the max is that either way.
         if self.idle_ceil_ns <= arrival_ns {
@@ -99,7 +149,7 @@ impl Link {
             // An unlimited link: nothing to add, and `idle_at` stays a whole number of ns.
             return self.idle_ceil_ns;
         }
-        self.transmit(len)
+        self.transmit_wire(wire)
     }
 
     /// The scheduler ran dry at `now_ns`: restart from now, with no credit saved.
@@ -117,9 +167,9 @@ impl Link {
         (self.idle_at >> FRAC) as u64
     }
 
-    /// Transmission time of `len` bytes in ns (rounded down).
+    /// Transmission time of a packet of `len` bytes in ns (rounded down), framing included.
     pub fn tx_time_ns(&self, len: u32) -> u64 {
-        ((u128::from(self.byte_cost) * u128::from(len)) >> FRAC) as u64
+        ((u128::from(self.byte_cost) * u128::from(self.wire_len(len))) >> FRAC) as u64
     }
 }
 
@@ -280,6 +330,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_framed_link_charges_the_framed_length() {
+        use pspat_config::LinkLayer;
+        // 10 Mbit/s: 800 ns per charged byte, exactly.
+        let atm = Framing::new(10, 0, LinkLayer::Atm);
+        let mut l = Link::new(10_000_000).with_framing(atm);
+        l.reset(0);
+        // 1000 + 10 = 1010 bytes: 22 cells of 53 = 1166 charged, 932 800 ns each.
+        assert_eq!(l.wire_len(1000), 1166);
+        assert_eq!(l.tx_time_ns(1000), 932_800);
+        assert_eq!(l.transmit_arrived(1000, 0), 932_800);
+        assert_eq!(l.transmit(1000), 2 * 932_800);
+        assert_eq!(l.transmit_wire(1166), 3 * 932_800);
+        // The default charges the length.
+        let l = Link::new(10_000_000).with_framing(Framing::PLAIN);
+        assert_eq!((l.wire_len(1000), l.tx_time_ns(1000)), (1000, 800_000));
+        // A burst is in charged bytes: at 1 ns per byte, 106 bytes (two cells) of credit.
+        let mut l = Link::new(8_000_000_000)
+            .with_framing(Framing::new(0, 0, LinkLayer::Atm))
+            .with_burst(106);
+        l.reset(0);
+        assert_eq!(l.transmit_arrived(40, 0), 53);
+        // Idle from 53 to 1000: 106 bytes of credit, so it starts at 894 and ends at 947.
+        assert_eq!(l.transmit_arrived(40, 1_000), 947);
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use pspat_config::classify::FlowKey;
 use pspat_config::{
-    Action, AddrMatch, Config, Direction, FlowMask, FlowsetSpec, Match, Prefix, QueueLimit,
-    QueueManagement, Rule, SchedSpec, Table, Target, DEFAULT_IDLE_NS,
+    Action, AddrMatch, Config, Direction, FlowMask, FlowsetSpec, Framing, Match, Prefix,
+    QueueLimit, QueueManagement, Rule, SchedSpec, Table, Target, DEFAULT_IDLE_NS,
 };
 use pspat_engine::stats::{ArbiterDrop, Filtered};
 use pspat_engine::{Change, Client, ClientConfig, Engine, EngineConfig, SubmitError};
@@ -23,6 +23,7 @@ fn sched(id: u32, alg: &str, bw: u64, mask: FlowMask, max_instances: u32) -> Sch
         algorithm: alg.into(),
         params: Vec::new(),
         bandwidth_bps: bw,
+        framing: Framing::PLAIN,
         mask,
         max_instances,
         idle_ns: DEFAULT_IDLE_NS,

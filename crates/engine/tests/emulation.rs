@@ -1,7 +1,8 @@
 //! dummynet's link emulation behind the arbiter: a pipe's `delay` holds every packet after
 //! the link, `plr` loses packets with its own drop reason, RED drops early, and a queue
-//! attached to a pipe runs on the pipe's link. Configurations are written in ipfw syntax,
-//! as users write them.
+//! attached to a pipe runs on the pipe's link, and a link with a framing (`linklayer atm`,
+//! `mpu`, ...) sends frames one hand-computed wire time apart. Configurations are written
+//! in ipfw syntax, as users write them.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,30 +17,52 @@ use pspat_engine::SchedRef;
 use pspat_engine::{Client, SubmitError};
 use pspat_io::{Backend, Pkt, SendError, Sender};
 
-/// Records, per packet sent, how long after its submission it reached the backend (ns).
-#[derive(Default)]
-struct Delays(Mutex<Vec<u64>>);
+/// Records, per packet sent, what `what` reads of it when it reaches the backend (given
+/// the clock then): how long after its submission ([`delays`]), when the emulated link
+/// released it ([`departures`]).
+struct Log<T> {
+    entries: Mutex<Vec<T>>,
+    what: fn(&Pkt, u64) -> T,
+}
 
-struct DelayBackend(Arc<Delays>);
-struct DelaySender(Arc<Delays>);
+/// Each packet's time from submission to the backend (ns, wall clock).
+fn delays() -> Arc<Log<u64>> {
+    Arc::new(Log {
+        entries: Mutex::default(),
+        what: |p, now| now - p.submit_ns,
+    })
+}
 
-impl Backend for DelayBackend {
+/// Each packet's length and departure (`depart_ns`, which the arbiter sets from the
+/// emulated link: exact, not a wall-clock reading).
+fn departures() -> Arc<Log<(u32, u64)>> {
+    Arc::new(Log {
+        entries: Mutex::default(),
+        what: |p, _| (p.len, p.depart_ns),
+    })
+}
+
+struct LogBackend<T>(Arc<Log<T>>);
+struct LogSender<T>(Arc<Log<T>>);
+
+impl<T: Send + 'static> Backend for LogBackend<T> {
     fn name(&self) -> &'static str {
-        "delays"
+        "log"
     }
     fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
-        Ok(Box::new(DelaySender(Arc::clone(&self.0))))
+        Ok(Box::new(LogSender(Arc::clone(&self.0))))
     }
 }
 
-impl Sender for DelaySender {
+impl<T: Send + 'static> Sender for LogSender<T> {
     fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
         let now = clock::now_ns();
+        let what = self.0.what;
         self.0
-             .0
+            .entries
             .lock()
             .unwrap()
-            .extend(batch.iter().map(|p| now - p.submit_ns));
+            .extend(batch.iter().map(|p| what(p, now)));
         Ok(batch.len())
     }
 }
@@ -81,11 +104,11 @@ fn submit_all(c: &mut Client, k: &FlowKey, n: u32, len: u32) {
 #[test]
 fn a_pipe_delays_every_packet_and_loses_its_share_with_its_own_reason() {
     const N: u32 = 40_000;
-    let rec = Arc::new(Delays::default());
+    let rec = delays();
     let (engine, mut clients) = start(
         "pipe 1 config delay 20 plr 0.05\nadd 100 pipe 1 ip from any to any\n",
         1,
-        Arc::new(DelayBackend(Arc::clone(&rec))),
+        Arc::new(LogBackend(Arc::clone(&rec))),
     );
     submit_all(&mut clients[0], &key(1), N, 200);
     let report = engine.stop(true);
@@ -95,7 +118,7 @@ fn a_pipe_delays_every_packet_and_loses_its_share_with_its_own_reason() {
     assert_eq!(c.dropped_total(), lost, "no other drop");
     // 5% of 40 000 is 2 000, standard deviation 44.
     assert!((1_800..=2_200).contains(&lost), "{lost} lost");
-    let mut d = rec.0.lock().unwrap().clone();
+    let mut d = rec.entries.lock().unwrap().clone();
     assert_eq!(d.len() as u64, c.sent);
     d.sort_unstable();
     let ms = |ns: u64| ns as f64 / 1e6;
@@ -154,13 +177,13 @@ fn red_drops_early_on_a_congested_queue_and_counts_it() {
 
 #[test]
 fn a_queue_attached_to_a_pipe_runs_on_its_link_and_delay() {
-    let rec = Arc::new(Delays::default());
+    let rec = delays();
     let (engine, mut clients) = start(
         "pipe 1 config bw 40Mbit/s delay 10\n\
          queue 1 config pipe 1 weight 3 queue 4096\n\
          add 100 queue 1 ip from any to any\n",
         1,
-        Arc::new(DelayBackend(Arc::clone(&rec))),
+        Arc::new(LogBackend(Arc::clone(&rec))),
     );
     // 5000 packets of 1000 B at 40 Mbit/s: 1 s on the link.
     let t0 = Instant::now();
@@ -169,7 +192,7 @@ fn a_queue_attached_to_a_pipe_runs_on_its_link_and_delay() {
     let secs = t0.elapsed().as_secs_f64();
     assert_eq!(report.snapshot.clients[0].sent, 5_000);
     assert!(secs > 0.95, "5000 packets at 40 Mbit/s took only {secs} s");
-    let d = rec.0.lock().unwrap();
+    let d = rec.entries.lock().unwrap();
     assert!(
         d.iter().all(|&ns| ns >= 10_000_000),
         "a packet skipped the delay"
@@ -341,4 +364,127 @@ fn one_pass_0_counts_a_drop_at_a_later_pipe() {
     tags.extend(fates.discarded.lock().unwrap().iter());
     tags.sort_unstable();
     assert_eq!(tags, (0..N).collect::<Vec<_>>());
+}
+
+/// Checks that `departures` (in order) leave one wire time `wire_ns` apart while the link
+/// is busy: no two closer (the link is never faster), and most exactly that far apart
+/// (a gap is a submission that stalled while the link ran dry, which a loaded machine may
+/// cause now and then).
+fn assert_spaced(departures: &[u64], wire_ns: u64, what: &str) {
+    let gaps: Vec<u64> = departures.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter().all(|&g| g >= wire_ns),
+        "{what}: packets closer than {wire_ns} ns: {gaps:?}"
+    );
+    let exact = gaps.iter().filter(|&&g| g == wire_ns).count();
+    assert!(
+        exact * 4 >= gaps.len() * 3,
+        "{what}: only {exact} of {} gaps are {wire_ns} ns: {gaps:?}",
+        gaps.len()
+    );
+}
+
+/// Sends 100 frames of `len` bytes through `pipe 1 config bw 10Mbit/s queue 1000 OPTIONS`
+/// (800 ns a byte) and checks that its link charged each `wire` bytes: departures 800 *
+/// `wire` ns apart, frames counted as they are and the wire bytes beside them. Returns
+/// pipe 1's statistics.
+fn charges(options: &str, len: u32, wire: u64) -> pspat_engine::SchedulerStats {
+    const N: u32 = 100;
+    let rec = departures();
+    let (engine, mut clients) = start(
+        &format!(
+            "pipe 1 config bw 10Mbit/s queue 1000 {options}
+add 100 pipe 1 ip from any to any
+"
+        ),
+        1,
+        Arc::new(LogBackend(Arc::clone(&rec))),
+    );
+    submit_all(&mut clients[0], &key(1), N, len);
+    let report = engine.stop(true);
+    assert_eq!(report.snapshot.clients[0].sent, u64::from(N));
+    let sent = rec.entries.lock().unwrap().clone();
+    assert!(sent.iter().all(|s| s.0 == len));
+    let mut departures: Vec<u64> = sent.iter().map(|s| s.1).collect();
+    departures.sort_unstable();
+    assert_spaced(&departures, 800 * wire, options);
+    let dn = report.sched.and_then(|s| s.dummynet).unwrap();
+    let s = dn.scheduler(SchedRef::Pipe(1)).unwrap().clone();
+    assert_eq!(s.totals().sent_bytes, u64::from(N * len), "{options}");
+    assert_eq!(s.wire_bytes(), u64::from(N) * wire, "{options}");
+    s
+}
+
+/// `linklayer atm overhead 10`: a 1000-byte frame is 1010 bytes, 22 ATM cells (21 carry
+/// only 1008), 22 * 53 = 1166 bytes on the wire: 932 800 ns at 10 Mbit/s, not 800 000.
+#[test]
+fn an_atm_link_charges_whole_cells() {
+    let s = charges("linklayer atm overhead 10", 1000, 1166);
+    assert_eq!(s.framing.to_string(), "overhead 10 linklayer atm");
+}
+
+/// `linklayer ptm overhead 8`: 1000 + 8 = 1008 bytes, plus one byte per 64 or part of 64
+/// (1008 / 64 = 15.75: 16), 1024 bytes on the wire: 819 200 ns at 10 Mbit/s.
+#[test]
+fn a_ptm_link_adds_a_byte_per_64() {
+    charges("linklayer ptm overhead 8", 1000, 1024);
+}
+
+/// `mpu 200`: a 64-byte frame is charged 200 bytes, 160 000 ns at 10 Mbit/s (not 51 200);
+/// CAKE's `ethernet` preset (overhead 24 on the frame, mpu 84) charges it 88 bytes,
+/// 70 400 ns.
+#[test]
+fn the_mpu_is_the_smallest_charge() {
+    charges("mpu 200", 64, 200);
+    charges("framing ethernet", 64, 88);
+}
+
+/// A reconfiguration that gives the link a framing rebuilds it as a bandwidth change does:
+/// frames sent after it are charged the framed length.
+#[test]
+fn a_reconfigured_framing_applies_to_the_running_link() {
+    const N: u32 = 40;
+    let rec = departures();
+    let rules = "add 100 pipe 1 ip from any to any\n";
+    let (engine, mut clients) = start(
+        &format!("pipe 1 config bw 10Mbit/s queue 1000\n{rules}"),
+        1,
+        Arc::new(LogBackend(Arc::clone(&rec))),
+    );
+    let sent = |engine: &Engine| {
+        engine
+            .dummynet_stats()
+            .unwrap()
+            .scheduler(SchedRef::Pipe(1))
+            .map_or(0, |s| s.totals().sent_pkts)
+    };
+    let drain = |engine: &Engine, n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while sent(engine) < n {
+            assert!(Instant::now() < deadline, "{} of {n} sent", sent(engine));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    submit_all(&mut clients[0], &key(1), N, 1000);
+    drain(&engine, u64::from(N));
+    let framed = parse_ipfw(
+        &format!("pipe 1 config bw 10Mbit/s queue 1000 linklayer atm overhead 10\n{rules}"),
+        "t.ipfw",
+    )
+    .unwrap();
+    engine
+        .reconfigure(pspat_engine::Change::Config(Arc::new(framed)))
+        .unwrap();
+    submit_all(&mut clients[0], &key(1), N, 1000);
+    drain(&engine, 2 * u64::from(N));
+    let dn = engine.dummynet_stats().unwrap();
+    let s = dn.scheduler(SchedRef::Pipe(1)).unwrap();
+    // 40 frames charged 1000 bytes, then 40 charged 1166.
+    assert_eq!(s.wire_bytes(), u64::from(N) * (1000 + 1166));
+    engine.stop(true);
+    let mut d: Vec<u64> = rec.entries.lock().unwrap().iter().map(|s| s.1).collect();
+    d.sort_unstable();
+    let (before, after) = d.split_at(N as usize);
+    assert_spaced(before, 800_000, "before the change");
+    assert_spaced(after, 932_800, "after the change");
 }

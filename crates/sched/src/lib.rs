@@ -33,6 +33,7 @@
 pub mod algorithms;
 pub mod error;
 pub mod flow;
+pub mod framing;
 pub mod packet;
 pub mod plus;
 pub mod policy;
@@ -48,6 +49,7 @@ pub mod vtime;
 
 pub use error::{ConfigError, FlowError, ParamError, Rejected};
 pub use flow::{FlowId, FlowParams, MAX_PACKET_LEN, MAX_WEIGHT};
+pub use framing::{Framing, LinkLayer};
 pub use packet::{Desc, Packet};
 pub use policy::{Flows, Policy, Sched};
 pub use registry::{AlgorithmInfo, Params, ServiceClass};

@@ -201,6 +201,12 @@ pub struct SimReport {
     pub delay_ns: u64,
     /// The link's emulated loss probability.
     pub plr: f64,
+    /// The wire's framing ([`pspat_sched::framing`]): bytes added to every packet...
+    pub overhead: i32,
+    /// ... the smallest charge of a packet ...
+    pub mpu: u32,
+    /// ... and the link layer (`ethernet`, `atm`, `ptm`).
+    pub linklayer: String,
     /// Seed.
     pub seed: u64,
     /// Flows.
@@ -209,8 +215,11 @@ pub struct SimReport {
     pub arrived: u64,
     /// Packets transmitted.
     pub packets: u64,
-    /// Bytes transmitted.
+    /// Bytes transmitted (the packets' lengths).
     pub bytes: u64,
+    /// Bytes the wire charged for them: `bytes` framed by the link's framing (equal to
+    /// `bytes` without one).
+    pub wire_bytes: u64,
     /// Packets dropped, every reason.
     pub drops: u64,
     /// Packets dropped by reason: the scheduler's reasons by their names
@@ -326,8 +335,11 @@ impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The emulation's keys and the drops by reason are printed only when the link
         // emulates something, so that a plain run prints what it always has.
-        let emulating = self.delay_ns > 0 || self.plr > 0.0;
-        let emulation = if emulating {
+        let framed = self.overhead != 0
+            || self.mpu != 0
+            || !matches!(self.linklayer.as_str(), "" | "ethernet");
+        let emulating = self.delay_ns > 0 || self.plr > 0.0 || framed;
+        let mut emulation = if emulating {
             format!(
                 " delay={} plr={}",
                 pspat_units::format_duration(self.delay_ns),
@@ -335,6 +347,19 @@ impl std::fmt::Display for SimReport {
             )
         } else {
             String::new()
+        };
+        if framed {
+            emulation += &format!(
+                " overhead={} mpu={} linklayer={}",
+                self.overhead, self.mpu, self.linklayer
+            );
+        }
+        let rate = |bytes: u64| {
+            if self.duration_ns > 0.0 {
+                bytes as f64 * 8e3 / self.duration_ns
+            } else {
+                0.0
+            }
         };
         writeln!(
             f,
@@ -383,17 +408,18 @@ impl std::fmt::Display for SimReport {
             let ms = |ns: f64| ns / 1e6;
             writeln!(
                 f,
-                "link: lost={lost} ({:.3}% of arrivals) delivered={:.3}Mbit/s delay min={:.3}ms \
+                "link: lost={lost} ({:.3}% of arrivals) delivered={:.3}Mbit/s{} delay min={:.3}ms \
                  p50={:.3}ms p99={:.3}ms max={:.3}ms (arrival to delivery, {} of it the delay line)",
                 if self.arrived > 0 {
                     100.0 * lost as f64 / self.arrived as f64
                 } else {
                     0.0
                 },
-                if self.duration_ns > 0.0 {
-                    self.bytes as f64 * 8e3 / self.duration_ns
+                rate(self.bytes),
+                if framed {
+                    format!(" wire={:.3}Mbit/s", rate(self.wire_bytes))
                 } else {
-                    0.0
+                    String::new()
                 },
                 ms(self.delay.min),
                 ms(self.delay.p50),

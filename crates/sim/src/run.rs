@@ -53,12 +53,24 @@
 //!   about it, not the delay line; throughput, utilization and the simulated span (a
 //!   constant offset moves every delivery alike, so the delivered rate is the released
 //!   one).
+//!
+//! # Framing (a pipe's `overhead`, `mpu`, `linklayer`)
+//!
+//! With a framing ([`Scenario::link_framing`]) the wire takes `8 wire_len(len) / rate_bps`
+//! for a packet of `len` bytes, through [`pspat_sched::framing::Framing::wire_len`], the
+//! function the engine's links use. The scheduler still shares `len` bytes, and the
+//! throughputs, shares and byte counts are of `len` bytes; the report adds the bytes the
+//! wire charged (`wire_bytes`). The service metrics (T-WFI, B-WFI, the GPS delay and lag,
+//! the service plot) compare the wire with a fluid system sharing the wire's rate, so they
+//! count the wire's bytes: each packet counts `wire_len(len)` there, in the fluid system as
+//! on the wire.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
 use pspat_harness::rng::WyRand;
+use pspat_sched::framing::Framing;
 use pspat_sched::reference::gps::FluidGps;
 use pspat_sched::reference::link::VirtualLink;
 use pspat_sched::reference::trace::{Arrival, Trace};
@@ -205,7 +217,8 @@ impl SchedulerVisitor<Desc> for Runner<'_> {
                 sources.push(Source::new(g.arrival, g.size.clone(), seed));
             }
         }
-        let mut link = VirtualLink::new(ids, sc.rate_bps, sc.txq as usize);
+        let mut link =
+            VirtualLink::new(ids, sc.rate_bps, sc.txq as usize).with_framing(sc.link_framing()?);
         let mut emu = Emulation::new(sc);
         let mut st = State {
             backlogged: sources
@@ -343,13 +356,26 @@ pub fn run(sc: &Scenario) -> Result<SimReport, SimError> {
         .iter()
         .flat_map(|g| std::iter::repeat(g.weight).take(g.count as usize))
         .collect();
+    let framing = sc.link_framing()?;
+    // The service metrics count the wire's bytes (see the module docs).
+    let wired = (!framing.is_plain()).then(|| in_wire_bytes(&framing, &out.arrivals, &out.trace));
+    let (arrivals, trace) = match &wired {
+        Some((a, t)) => (a.as_slice(), t),
+        None => (out.arrivals.as_slice(), &out.trace),
+    };
     let service = if sc.wfi {
-        Some(measure(&out.trace, &out.arrivals, &weights))
+        Some(measure(trace, arrivals, &weights))
     } else {
         None
     };
-    let plot = plot_data(sc, &out, &weights);
+    let plot = plot_data(sc, &out, service_series(sc, arrivals, trace, &weights));
+    let wire_bytes = out.trace.tx.iter().map(|r| framing.wire_len(r.len)).sum();
+    drop(wired);
     let mut report = reduce(sc, out, service.as_deref(), &weights);
+    report.overhead = framing.overhead;
+    report.mpu = framing.mpu;
+    report.linklayer = framing.linklayer.name().to_owned();
+    report.wire_bytes = wire_bytes;
     report.alg = alg;
     report.params = params
         .pairs()
@@ -522,8 +548,32 @@ fn reduce(
     }
 }
 
-/// Cumulative service of the plotted flows against GPS, over the plot window.
-fn service_series(sc: &Scenario, out: &Outcome, weights: &[u32]) -> Vec<Series> {
+/// `arrivals` and `trace` with every length replaced by what the wire charged for it
+/// (`framing`), for the service metrics (see the module docs).
+fn in_wire_bytes(framing: &Framing, arrivals: &[Arrival], trace: &Trace) -> (Vec<Arrival>, Trace) {
+    let wire = |len: u32| u32::try_from(framing.wire_len(len)).unwrap_or(u32::MAX);
+    let arrivals = arrivals
+        .iter()
+        .map(|a| Arrival {
+            len: wire(a.len),
+            ..*a
+        })
+        .collect();
+    let mut trace = trace.clone();
+    for r in &mut trace.tx {
+        r.len = wire(r.len);
+    }
+    (arrivals, trace)
+}
+
+/// Cumulative service of the plotted flows against GPS, over the plot window, from the
+/// run's `arrivals` and `trace`.
+fn service_series(
+    sc: &Scenario,
+    arrivals: &[Arrival],
+    trace: &Trace,
+    weights: &[u32],
+) -> Vec<Series> {
     let mut flows: Vec<usize> = sc.plot.flows.iter().map(|&f| f as usize).collect();
     if flows.is_empty() {
         let mut first = 0usize;
@@ -535,9 +585,9 @@ fn service_series(sc: &Scenario, out: &Outcome, weights: &[u32]) -> Vec<Series> 
     let window = sc.plot.window_ms.unwrap_or(2.0) * 1e6;
     let points = 400;
     let step = window / points as f64;
-    let mut gps = FluidGps::new(weights, out.trace.rate_bps);
+    let mut gps = FluidGps::new(weights, trace.rate_bps);
     let mut fed = 0usize;
-    let dropped: std::collections::HashSet<usize> = out.trace.drops.iter().map(|d| d.seq).collect();
+    let dropped: std::collections::HashSet<usize> = trace.drops.iter().map(|d| d.seq).collect();
     let mut pkt: Vec<Series> = flows
         .iter()
         .map(|&f| Series::new(format!("flow {f} ({}) packet", group_of(sc, f)), Vec::new()))
@@ -546,12 +596,12 @@ fn service_series(sc: &Scenario, out: &Outcome, weights: &[u32]) -> Vec<Series> 
         .iter()
         .map(|&f| Series::new(format!("flow {f} GPS"), Vec::new()))
         .collect();
-    let rate_bytes_ns = out.trace.rate_bps / 8e9;
+    let rate_bytes_ns = trace.rate_bps / 8e9;
     let mut k = 0usize; // first transmission not finished by t
     let mut done = vec![0u64; flows.len()];
     for i in 0..=points {
         let t = i as f64 * step;
-        while let Some(a) = out.arrivals.get(fed) {
+        while let Some(a) = arrivals.get(fed) {
             if a.time_ns as f64 > t {
                 break;
             }
@@ -561,7 +611,7 @@ fn service_series(sc: &Scenario, out: &Outcome, weights: &[u32]) -> Vec<Series> 
             fed += 1;
         }
         gps.advance_to(t);
-        while let Some(r) = out.trace.tx.get(k) {
+        while let Some(r) = trace.tx.get(k) {
             if r.finish_ns > t {
                 break;
             }
@@ -570,7 +620,7 @@ fn service_series(sc: &Scenario, out: &Outcome, weights: &[u32]) -> Vec<Series> 
             }
             k += 1;
         }
-        let in_flight = out.trace.tx.get(k).filter(|r| r.start_ns < t);
+        let in_flight = trace.tx.get(k).filter(|r| r.start_ns < t);
         for (j, &f) in flows.iter().enumerate() {
             let partial = in_flight
                 .filter(|r| r.flow == f)
@@ -596,9 +646,10 @@ fn group_of(sc: &Scenario, flow: usize) -> &str {
     "?"
 }
 
-fn plot_data(sc: &Scenario, out: &Outcome, weights: &[u32]) -> PlotData {
+/// The plots' data: `service` (see [`service_series`]), and the delay and burst plots.
+fn plot_data(sc: &Scenario, out: &Outcome, service: Vec<Series>) -> PlotData {
     let mut data = PlotData {
-        service: service_series(sc, out, weights),
+        service,
         ..PlotData::default()
     };
     let mut flow = 0usize;

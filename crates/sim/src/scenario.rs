@@ -7,6 +7,11 @@
 //! delay = "50ms"             # link emulation (dummynet's pipe `delay`, default 0): a delay
 //!                            # line after the wire, below 10s
 //! plr = 0.01                 # ... and its `plr` (default 0): arrivals lost at random
+//! framing = "pppoe-ptm"      # what the wire charges for a packet (pspat's link framing;
+//! overhead = 8               # ... default none): CAKE's presets (a string or a list),
+//! mpu = 64                   # ... tc's overhead (-64..=256), mpu (0..=256) and
+//! linklayer = "ptm"          # ... linklayer (ethernet, atm, ptm), these three replacing the
+//!                            # ... preset's parts
 //! seed = 1
 //! duration_ms = 20.0         # stop generating after this simulated time...
 //! packets = 1_000_000        # ...or after this many packets, whichever comes first
@@ -28,13 +33,18 @@
 //!
 //! The link is the top-level `rate_bps`, `txq`, `delay` and `plr`: together they are a
 //! dummynet pipe (`pipe 1 config bw 10Mbit/s delay 50ms plr 0.01`) with the scheduler in
-//! front of its wire; see [`mod@crate::run`] for what each does to a packet.
+//! front of its wire; see [`mod@crate::run`] for what each does to a packet. The framing
+//! keys are a pipe's framing in pspat's configurations (`pipe 1 config ... framing
+//! pppoe-ptm`), read by the same functions ([`pspat_sched::framing`]): a packet's `len` is
+//! its frame (CAKE's presets assume a 14-byte Ethernet header in it), and the wire
+//! charges [`Framing::wire_len`] of it.
 //!
 //! Unknown keys are errors (a misspelt key would otherwise silently take its default).
 
 use std::path::Path;
 use std::time::Duration;
 
+use pspat_sched::framing::{self, Framing, LinkLayer};
 use pspat_sched::{registry, FlowParams, Params, MAX_WEIGHT};
 use serde::{Deserialize, Deserializer};
 
@@ -103,6 +113,25 @@ fn de_delay<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     d.deserialize_str(V)
 }
 
+/// Reads the `framing` key: one string of presets separated by commas, or a list of them.
+fn de_presets<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Presets {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Presets::deserialize(d)? {
+        Presets::One(s) => split_presets(&s),
+        Presets::Many(v) => v,
+    })
+}
+
+/// Framing presets written as one string, separated by commas (`bridged-ptm,ether-vlan`).
+pub fn split_presets(text: &str) -> Vec<String> {
+    text.split(',').map(|p| p.trim().to_owned()).collect()
+}
+
 /// What to plot for one run.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -139,6 +168,21 @@ pub struct Scenario {
     /// that an arriving packet is lost before its queue.
     #[serde(default)]
     pub plr: f64,
+    /// The wire's framing: CAKE's presets, in order (TOML: a string, `"pppoe-ptm"` or
+    /// `"bridged-ptm,ether-vlan"`, or a list of them); see [`Scenario::link_framing`].
+    #[serde(default, deserialize_with = "de_presets")]
+    pub framing: Vec<String>,
+    /// Bytes the wire adds to every packet (tc's `overhead`, `-64..=256`), replacing the
+    /// presets'.
+    #[serde(default)]
+    pub overhead: Option<i32>,
+    /// The smallest charge of a packet (tc's `mpu`, `0..=256` bytes), replacing the
+    /// presets'.
+    #[serde(default)]
+    pub mpu: Option<u32>,
+    /// `ethernet`, `atm` or `ptm`, replacing the presets'.
+    #[serde(default)]
+    pub linklayer: Option<String>,
     /// Seed of every random draw.
     #[serde(default = "default_seed")]
     pub seed: u64,
@@ -258,6 +302,7 @@ impl Scenario {
                 self.plr
             ));
         }
+        self.link_framing()?;
         match (self.duration_ms, self.packets) {
             (None, None) => return bad("give duration_ms or packets (or both)".into()),
             (Some(d), _) if !(d.is_finite() && d > 0.0) => {
@@ -314,6 +359,29 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+
+    /// The wire's framing: the presets' (none: nothing added), with `overhead`, `mpu` and
+    /// `linklayer` replacing their parts, as a pipe's in ipfw syntax. A bad name or a value
+    /// out of range is an error naming it.
+    pub fn link_framing(&self) -> Result<Framing, SimError> {
+        let bad = |m: String| SimError::Scenario(m);
+        let presets = if self.framing.is_empty() {
+            Framing::PLAIN
+        } else {
+            Framing::from_presets(self.framing.iter().map(String::as_str)).map_err(bad)?
+        };
+        if let Some(o) = self.overhead {
+            framing::check_overhead(i64::from(o)).map_err(bad)?;
+        }
+        if let Some(m) = self.mpu {
+            framing::check_mpu(i64::from(m)).map_err(bad)?;
+        }
+        let linklayer = match &self.linklayer {
+            Some(l) => Some(LinkLayer::from_name(l).map_err(bad)?),
+            None => None,
+        };
+        Ok(presets.with(self.overhead, self.mpu, linklayer))
     }
 
     /// Number of flows.
@@ -400,6 +468,27 @@ mod tests {
     }
 
     #[test]
+    fn the_framing_keys_parse_as_a_pipes() {
+        let f = |keys: &str| {
+            Scenario::from_toml(&link(keys), "t")
+                .unwrap()
+                .link_framing()
+                .unwrap()
+        };
+        assert_eq!(f(""), Framing::PLAIN);
+        let atm10 = Framing::new(10, 0, LinkLayer::Atm);
+        assert_eq!(f("overhead = 10\nlinklayer = \"atm\""), atm10);
+        // pppoe-ptm (30 on the IP packet) and a VLAN tag (4): 20 on the frame; the mpu
+        // given beside them is added.
+        let ptm = Framing::new(20, 64, LinkLayer::Ptm);
+        assert_eq!(f("framing = \"pppoe-ptm,ether-vlan\"\nmpu = 64"), ptm);
+        assert_eq!(
+            f("framing = [\"pppoe-ptm\", \"ether-vlan\"]\nmpu = 64"),
+            ptm
+        );
+    }
+
+    #[test]
     fn errors_name_the_problem() {
         let cases = [
             (OK.replace("drr@quantum=9000", "nosuch"), "'nosuch'"),
@@ -438,6 +527,16 @@ mod tests {
             ),
             (link("delay = 50"), "expected a duration string for `delay`"),
             (link("delay = \"10s\""), "delay 10s is not below 10s"),
+            (
+                link("overhead = 300"),
+                "overhead 300 is not -64..=256 bytes",
+            ),
+            (link("mpu = 257"), "mpu 257 is not 0..=256 bytes"),
+            (link("linklayer = \"adls\""), "unknown link layer 'adls'"),
+            (
+                link("framing = \"pppoe-ptn\""),
+                "unknown framing preset 'pppoe-ptn'",
+            ),
         ];
         for (text, want) in cases {
             let e = Scenario::from_toml(&text, "t").unwrap_err().to_string();

@@ -277,3 +277,104 @@ fn a_request_response_client_waits_for_the_delayed_response() {
         slow.groups[0].bursts
     );
 }
+
+/// A fifo with one backlogged flow of `len`-byte packets on a 10 Mbit/s wire (800 ns a
+/// byte), 1000 packets, with the link keys `keys`: the wire is busy from the first packet
+/// to the last, so the run lasts 1000 wire times.
+fn framed(keys: &str, len: u32) -> SimReport {
+    let text = format!(
+        r#"
+        alg = "fifo"
+        rate_bps = 10e6
+        packets = 1000
+        {keys}
+        [[flows]]
+        name = "bulk"
+        size = {{ kind = "fixed", len = {len} }}
+        arrival = {{ kind = "backlogged", depth = 2 }}
+        "#
+    );
+    run(&Scenario::from_toml(&text, "framed").unwrap()).unwrap()
+}
+
+/// A pipe's framing on the simulator's wire, through the engine's framing function:
+/// `linklayer atm overhead 10` makes a 1000-byte packet 1010 bytes, 22 cells of 53, 1166
+/// bytes on the wire: 932 800 ns at 10 Mbit/s (800 000 without).
+#[test]
+fn an_atm_wire_charges_whole_cells() {
+    let r = framed("linklayer = \"atm\"\noverhead = 10", 1000);
+    assert_eq!(r.packets, 1000);
+    assert_eq!(r.duration_ns, 1000.0 * 932_800.0);
+    assert_eq!((r.bytes, r.wire_bytes), (1_000_000, 1_166_000));
+    assert_eq!(r.utilization, 1.0);
+    // The wire carries its rate; the packets get 1000/1166 of it: 8.576 Mbit/s.
+    let text = r.to_string();
+    for want in [
+        "overhead=10 mpu=0 linklayer=atm",
+        "delivered=8.576Mbit/s wire=10.000Mbit/s",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    // Without a framing: 800 000 ns a packet, and nothing printed about it.
+    let r = framed("", 1000);
+    assert_eq!(r.duration_ns, 1000.0 * 800_000.0);
+    assert_eq!(r.wire_bytes, r.bytes);
+    assert!(!r.to_string().contains("wire="), "{r}");
+}
+
+/// `linklayer ptm overhead 8`: 1008 bytes and one per 64 or part (16): 1024, 819 200 ns.
+/// `mpu 200`: a 64-byte packet is charged 200 bytes, 160 000 ns. CAKE's `pppoe-ptm` and
+/// one `ether-vlan` are 30 + 4 on the IP packet, 20 on the frame: 1020 + 16 = 1036 bytes,
+/// 828 800 ns, as `overhead 20 linklayer ptm` written out.
+#[test]
+fn ptm_mpu_and_presets_on_the_wire() {
+    let r = framed("linklayer = \"ptm\"\noverhead = 8", 1000);
+    assert_eq!(r.duration_ns, 1000.0 * 819_200.0);
+    assert_eq!(r.wire_bytes, 1_024_000);
+    let r = framed("mpu = 200", 64);
+    assert_eq!(r.duration_ns, 1000.0 * 160_000.0);
+    assert_eq!((r.bytes, r.wire_bytes), (64_000, 200_000));
+    let preset = framed("framing = [\"pppoe-ptm\", \"ether-vlan\"]", 1000);
+    assert_eq!(preset.duration_ns, 1000.0 * 828_800.0);
+    let written = framed("overhead = 20\nlinklayer = \"ptm\"", 1000);
+    assert_eq!(
+        (preset.duration_ns, preset.wire_bytes),
+        (written.duration_ns, written.wire_bytes)
+    );
+}
+
+/// With a framing the fluid reference shares the wire's bytes. Two flows of equal weight
+/// offer 4.75 Mbit/s each of 1000-byte packets to a 10 Mbit/s ATM wire with overhead 10,
+/// which carries 1000/1166 of 10 Mbit/s of packets (8.576 Mbit/s): both the wire and the
+/// fluid system, which counts 1166 bytes a packet too, fall behind alike, and each flow
+/// stays within two packets (2 * 1166 bytes) of its fluid service. (Counting the packets'
+/// own bytes, the fluid system would keep up with the 9.5 Mbit/s offered while the wire
+/// does not, and the lag would grow by about 58 KB a second per flow.)
+#[test]
+fn with_a_framing_the_service_metrics_count_the_wires_bytes() {
+    let text = r#"
+        alg = "wf2q+"
+        rate_bps = 10e6
+        packets = 4000
+        linklayer = "atm"
+        overhead = 10
+        [[flows]]
+        name = "cbr"
+        count = 2
+        size = { kind = "fixed", len = 1000 }
+        arrival = { kind = "cbr", rate_bps = 4.75e6 }
+    "#;
+    let r = run(&Scenario::from_toml(text, "two").unwrap()).unwrap();
+    // The wire was busy from the first arrival to the last departure.
+    assert_eq!(r.duration_ns, 4000.0 * 932_800.0, "{r}");
+    for f in &r.per_flow {
+        let lag = f.gps_lag_bytes.unwrap();
+        assert!(lag <= 2.0 * 1166.0, "flow {}: lag {lag} bytes", f.flow);
+        let b_wfi = f.b_wfi_bytes.unwrap();
+        assert!(
+            b_wfi <= 2.0 * 1166.0,
+            "flow {}: B-WFI {b_wfi} bytes",
+            f.flow
+        );
+    }
+}

@@ -53,6 +53,7 @@ pub fn setup() -> (Config, Vec<(Prefix, u32)>) {
             algorithm: "qfq".into(),
             params: vec![],
             bandwidth_bps: 10_000_000_000,
+            framing: Framing::PLAIN,
             mask: FlowMask::default(),
             max_instances: DEFAULT_MAX_INSTANCES,
             idle_ns: DEFAULT_IDLE_NS,

@@ -5,7 +5,8 @@
 //!   has weight 1, `max_len` [`PIPE_MAX_LEN`] (a FIFO has no use for a smaller one), the
 //!   pipe's queue limit and an empty mask (one queue per instance).
 //! - Schedulers: every scheduler (in id order), then one `fifo` scheduler per pipe,
-//!   carrying the pipe's bandwidth, mask, instance bound and idle time.
+//!   carrying the pipe's link (bandwidth, delay, burst, framing), mask, instance bound and
+//!   idle time.
 //! - Tables: compiled once each into an [`Lpm`] whose values are dense indices into the
 //!   table's distinct values, so a tablearg rule turns a value into a class with one array
 //!   load.
@@ -25,8 +26,8 @@ use super::rules::{
 };
 use crate::error::ConfigError;
 use crate::model::{
-    Action, AddrMatch, Cond, Config, Direction, Family, FlowMask, Match, Probability, QueueLimit,
-    QueueManagement, Target,
+    Action, AddrMatch, Cond, Config, Direction, Family, FlowMask, Framing, Match, Probability,
+    QueueLimit, QueueManagement, Target,
 };
 use std::net::IpAddr;
 
@@ -76,8 +77,10 @@ pub struct Sched {
     pub bandwidth_bps: u64,
     /// How long a packet leaving the link is held before it is sent on (ns).
     pub delay_ns: u64,
-    /// Bytes an idle link may send at once beyond its rate.
+    /// Bytes an idle link may send at once beyond its rate (as the link charges them).
     pub burst_bytes: u64,
+    /// What the link charges for a frame ([`Framing::wire_len`]).
+    pub framing: Framing,
     /// The scheduler mask.
     pub mask: FlowMask,
     pub max_instances: u32,
@@ -137,6 +140,7 @@ impl Classifier {
                 bandwidth_bps: link.bandwidth_bps,
                 delay_ns: link.delay_ns,
                 burst_bytes: link.burst_bytes,
+                framing: link.framing,
                 mask: s.mask,
                 max_instances: s.max_instances,
                 idle_ns: s.idle_ns,
@@ -171,6 +175,7 @@ impl Classifier {
                 bandwidth_bps: p.bandwidth_bps,
                 delay_ns: p.delay_ns,
                 burst_bytes: p.burst_bytes,
+                framing: p.framing,
                 mask: p.mask,
                 max_instances: p.max_instances,
                 idle_ns: p.idle_ns,

@@ -13,6 +13,7 @@ pub(crate) fn sched(id: u32, alg: &str, mask: FlowMask) -> SchedSpec {
         algorithm: alg.to_string(),
         params: Vec::new(),
         bandwidth_bps: 4_000_000,
+        framing: Framing::PLAIN,
         mask,
         max_instances: DEFAULT_MAX_INSTANCES,
         idle_ns: DEFAULT_IDLE_NS,

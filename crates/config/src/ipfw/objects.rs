@@ -13,6 +13,16 @@
 //! force when not written again: a pipe's bandwidth, a flowset's scheduler, weight and
 //! maximum length, a scheduler's type. (ipfw keeps the mask neither.)
 //!
+//! Framing (`overhead N`, `mpu N`, `linklayer ethernet|atm|ptm`, `framing PRESET[,PRESET]`:
+//! what the link charges for a frame, see `pspat_sched::framing`) is pspat's extension to
+//! dummynet, on pipes and on schedulers with their own `bw`, in tc's and CAKE's words.
+//! `framing` takes CAKE's presets (`pppoe-ptm`, `docsis`, `ethernet,ether-vlan`, ...);
+//! `overhead`, `mpu` and `linklayer` on the same line replace the preset's part, wherever
+//! they are written. Framing describes the link as its bandwidth does, and is kept with it:
+//! a later `pipe N config` that writes none of the four keeps the pipe's framing whole, one
+//! that writes any sets all of it from what it writes (the rest at the default). A later
+//! `sched N config` replaces a scheduler's framing as it replaces its `bw`.
+//!
 //! Where ipfw reads a spelling one way and a reader would expect another, the spelling is
 //! refused with both readings rather than accepted with either: `queue 2M` (ipfw: 2 slots),
 //! `queue 50b` (50 slots), `delay 1s` (ipfw ignores the unit: 1 ms), an IPv4 mask `/24`
@@ -57,8 +67,19 @@ const AQM: &[&str] = &[
 ];
 
 /// Link-only options: ipfw refuses them on `sched` and `queue` lines ("is only for
-/// links").
-const LINK_ONLY: &[&str] = &["bw", "bandwidth", "delay", "burst", "profile"];
+/// links"). pspat's framing options are a link's too (a scheduler with its own `bw` takes
+/// them, as it takes `bw`).
+const LINK_ONLY: &[&str] = &[
+    "bw",
+    "bandwidth",
+    "delay",
+    "burst",
+    "profile",
+    "overhead",
+    "mpu",
+    "linklayer",
+    "framing",
+];
 
 /// The option word at the cursor, if any (lower-cased), refusing what pspat does not do
 /// by name and a repeated option.
@@ -103,6 +124,7 @@ fn option<'a>(
 #[derive(Default)]
 struct Given {
     bandwidth: bool,
+    framing: bool,
     sched: bool,
     weight: bool,
     max_len: bool,
@@ -205,6 +227,9 @@ fn config(c: &mut Cursor<'_, '_>, d: &mut Draft, kind: &str, id: u32, at: Loc) -
                     if !given.bandwidth {
                         new.bandwidth_bps = old.bandwidth_bps;
                     }
+                    if !given.framing {
+                        new.framing = old.framing;
+                    }
                 },
             );
             if let Some(item) = sched {
@@ -290,7 +315,12 @@ fn sched_config(c: &mut Cursor<'_, '_>, id: u32) -> R<(SchedSpec, Given)> {
     let mut s = SchedSpec::new(id, DEFAULT_ALGORITHM);
     let mut given = Given::default();
     let mut seen = Seen::default();
+    let mut framing = FramingWords::default();
     while let Some((t, k)) = option(c, &mut seen)? {
+        // pspat's extension, as `bw`: the framing of the scheduler's own link.
+        if framing.option(c, &k)? {
+            continue;
+        }
         match k.as_str() {
             "type" => {
                 s.algorithm = algorithm(c)?;
@@ -318,12 +348,14 @@ fn sched_config(c: &mut Cursor<'_, '_>, id: u32) -> R<(SchedSpec, Given)> {
                 link_only(c, t, &k, "sched", id)?;
                 return Err(c.err_at(
                     t,
-                    "expected a sched option: type, pipe, mask, params, max-instances, buckets \
-                     or idle",
+                    "expected a sched option: type, pipe, mask, params, max-instances, buckets, \
+                     idle, or bw and framing (overhead, mpu, linklayer, framing)",
                 ));
             }
         }
     }
+    s.framing = framing.framing();
+    given.framing = framing.given();
     Ok((s, given))
 }
 
@@ -392,7 +424,11 @@ fn pipe_config(c: &mut Cursor<'_, '_>, id: u32) -> R<(PipeSpec, Option<SchedSpec
     let mut given = Given::default();
     let mut sched: Option<SchedSpec> = None;
     let mut seen = Seen::default();
+    let mut framing = FramingWords::default();
     while let Some((t, k)) = option(c, &mut seen)? {
+        if framing.option(c, &k)? {
+            continue;
+        }
         match k.as_str() {
             "bw" | "bandwidth" => {
                 p.bandwidth_bps = bandwidth(c)?;
@@ -433,12 +469,15 @@ fn pipe_config(c: &mut Cursor<'_, '_>, id: u32) -> R<(PipeSpec, Option<SchedSpec
             _ => {
                 return Err(c.err_at(
                     t,
-                    "expected a pipe option: bw, delay, burst, queue, plr, red, gred, droptail, \
-                     noerror, mask, type, max-instances, buckets or idle",
+                    "expected a pipe option: bw, delay, burst, overhead, mpu, linklayer, \
+                     framing, queue, plr, red, gred, droptail, noerror, mask, type, \
+                     max-instances, buckets or idle",
                 ))
             }
         }
     }
+    p.framing = framing.framing();
+    given.framing = framing.given();
     // ipfw gives scheduler N the pipe's mask when the pipe names its type.
     if let Some(s) = sched.as_mut() {
         s.mask = p.mask;
@@ -478,6 +517,98 @@ fn bandwidth(c: &mut Cursor<'_, '_>) -> R<u64> {
         }
     }
     c.unit("a bandwidth", units::parse_bandwidth)
+}
+
+/// The framing options of a link's line, as written (see the module docs).
+#[derive(Default)]
+struct FramingWords {
+    overhead: Option<i32>,
+    mpu: Option<u32>,
+    linklayer: Option<LinkLayer>,
+    presets: Option<Framing>,
+}
+
+impl FramingWords {
+    /// Reads option `k`'s value if it is a framing option; whether it was.
+    fn option(&mut self, c: &mut Cursor<'_, '_>, k: &str) -> R<bool> {
+        match k {
+            "overhead" => self.overhead = Some(overhead(c)?),
+            "mpu" => self.mpu = Some(mpu(c)?),
+            "linklayer" => self.linklayer = Some(linklayer(c)?),
+            "framing" => self.presets = Some(framing(c)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Whether the line wrote any.
+    fn given(&self) -> bool {
+        self.overhead.is_some()
+            || self.mpu.is_some()
+            || self.linklayer.is_some()
+            || self.presets.is_some()
+    }
+
+    /// The framing they give: the presets', with the parts written on their own replacing
+    /// theirs.
+    fn framing(&self) -> Framing {
+        self.presets
+            .unwrap_or_default()
+            .with(self.overhead, self.mpu, self.linklayer)
+    }
+}
+
+/// `overhead N`: bytes the link adds to every frame, `-64..=256` (may be negative).
+pub(super) fn overhead(c: &mut Cursor<'_, '_>) -> R<i32> {
+    framing_bytes(
+        c,
+        "overhead",
+        "-64..=256",
+        pspat_sched::framing::check_overhead,
+    )
+    .map(|v| v as i32)
+}
+
+/// `mpu N`: the smallest charge of a frame, `0..=256` bytes.
+pub(super) fn mpu(c: &mut Cursor<'_, '_>) -> R<u32> {
+    framing_bytes(c, "mpu", "0..=256", pspat_sched::framing::check_mpu).map(|v| v as u32)
+}
+
+/// A whole number of bytes for the framing option `key`, which `check` keeps in `range`.
+fn framing_bytes(
+    c: &mut Cursor<'_, '_>,
+    key: &str,
+    range: &str,
+    check: fn(i64) -> Result<(), String>,
+) -> R<i64> {
+    let what = format!("an {key} in bytes ({range})");
+    c.with(&what, |s| {
+        let v: i64 = s
+            .parse()
+            .map_err(|_| format!("'{}' is not {what}", cut(s)))?;
+        check(v)?;
+        Ok::<_, String>(v)
+    })
+}
+
+/// `linklayer ethernet|atm|ptm` (tc-stab's `adsl` is `atm`).
+pub(super) fn linklayer(c: &mut Cursor<'_, '_>) -> R<LinkLayer> {
+    c.with("a link layer (ethernet, atm or ptm)", LinkLayer::from_name)
+}
+
+/// `framing PRESET[,PRESET]...`: CAKE's keywords, in order (`pppoe-ptm,ether-vlan`).
+pub(super) fn framing(c: &mut Cursor<'_, '_>) -> R<Framing> {
+    const WHAT: &str = "a framing preset (pppoe-ptm, bridged-ptm, docsis, ethernet, ...)";
+    let first = c.word(WHAT)?;
+    let mut names = vec![first];
+    while c.peek_kind(Kind::Comma) {
+        c.pos += 1;
+        names.push(c.word(WHAT)?);
+    }
+    for t in &names {
+        pspat_sched::framing::Preset::named(t.text).map_err(|e| c.err_at(*t, e))?;
+    }
+    Framing::from_presets(names.iter().map(|t| t.text)).map_err(|e| c.err_at(first, e))
 }
 
 /// `delay MS`: whole milliseconds as ipfw reads them, `ms` optional; below 10 s.

@@ -9,13 +9,17 @@
 //!           | add ... | delete ... | flush | table ...   (the rule stream: `stream.rs`)
 //!           | default ACTION
 //! SOPT     := type ALG | pipe P | mask MASK... | params K=V[,K=V]... | max-instances N
-//!           | buckets N | idle DURATION | bw BW (pspat: a sched with no pipe N)
+//!           | buckets N | idle DURATION | bw BW | FRAMING (pspat: a sched with no pipe N)
 //! QOPT     := (pipe | sched) P | weight W | queue SIZE | mask MASK... | lmax BYTES
 //!           | plr P | red|gred W/MIN/MAX/P | droptail | noerror
 //!           | max-queues N | buckets N | idle DURATION
 //! POPT     := bw BW | delay MS | burst BYTES | queue SIZE | plr P | red|gred W/MIN/MAX/P
 //!           | droptail | noerror | mask MASK... | type ALG | max-instances N | buckets N
-//!           | idle DURATION
+//!           | idle DURATION | FRAMING
+//! FRAMING  := overhead N | mpu N | linklayer (ethernet | atm | ptm)
+//!           | framing PRESET[,PRESET]...    (pspat's: what the link charges for a frame,
+//!                                            tc's and CAKE's words; N: -64..=256 bytes
+//!                                            for overhead, 0..=256 for mpu)
 //! MASK     := all | src-ip M | dst-ip M | src-ip6 M6 | dst-ip6 M6 | src-port M
 //!           | dst-port M | proto M            (M: 0xhex, decimal, or a dotted IPv4 mask;
 //!                                             M6: /LEN or an IPv6 mask)
@@ -90,6 +94,10 @@ pub const KEYWORDS: &[&str] = &[
     "buckets",
     "delay",
     "burst",
+    "overhead",
+    "mpu",
+    "linklayer",
+    "framing",
     "plr",
     "red",
     "gred",
@@ -366,6 +374,26 @@ pub fn plr_str(text: &str) -> Result<Probability, String> {
 /// RED or GRED parameters (`0.002/30/80/0.1`).
 pub fn red_str(text: &str, gentle: bool) -> Result<Red, String> {
     phrase(text, "RED parameters", |c| objects::red(c, gentle))
+}
+
+/// A link's overhead (`-4`, `32`: bytes, `-64..=256`).
+pub fn overhead_str(text: &str) -> Result<i32, String> {
+    phrase(text, "an overhead", objects::overhead)
+}
+
+/// A link's mpu (`64`: bytes, `0..=256`).
+pub fn mpu_str(text: &str) -> Result<u32, String> {
+    phrase(text, "an mpu", objects::mpu)
+}
+
+/// A link layer (`ethernet`, `atm`, `ptm`).
+pub fn linklayer_str(text: &str) -> Result<LinkLayer, String> {
+    phrase(text, "a link layer", objects::linklayer)
+}
+
+/// CAKE's framing presets, in order (`pppoe-ptm,ether-vlan`).
+pub fn framing_str(text: &str) -> Result<Framing, String> {
+    phrase(text, "a framing", objects::framing)
 }
 
 #[cfg(test)]

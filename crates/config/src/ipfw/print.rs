@@ -1,6 +1,7 @@
 //! `Display for Config`: the resolved model in ipfw syntax, one command per line, every
 //! option written out (defaults included, so that `pspat config check` shows what each
-//! object really is). Parsing the output gives back an equal model (property-tested in
+//! object really is; a link's framing only when it adds something, as `overhead`, `mpu`
+//! and `linklayer`, whatever preset gave it). Parsing the output gives back an equal model (property-tested in
 //! `tests/roundtrip.rs`).
 //!
 //! Order: schedulers, pipes, flowsets, tables, rules, default action; each by number.
@@ -241,6 +242,9 @@ impl Display for SchedSpec {
         if self.bandwidth_bps != 0 {
             write!(f, " bw {}", units::format_bandwidth(self.bandwidth_bps))?;
         }
+        if !self.framing.is_plain() {
+            write!(f, " {}", self.framing)?;
+        }
         if !self.mask.is_empty() {
             write!(f, " mask {}", mask_words(&self.mask))?;
         }
@@ -299,6 +303,9 @@ impl Display for PipeSpec {
         }
         if self.burst_bytes != 0 {
             write!(f, " burst {}", self.burst_bytes)?;
+        }
+        if !self.framing.is_plain() {
+            write!(f, " {}", self.framing)?;
         }
         f.write_str(&queue_management(&self.qm))?;
         if !self.mask.is_empty() {

@@ -7,7 +7,8 @@
 //! at once; a *dequeue unit* takes packets from the scheduler and puts them in a FIFO
 //! *transmit queue* of `txq` packets in front of the wire, as soon as the queue has room;
 //! the wire sends the queue's packets in order, back to back, each for `8 len / rate_bps`
-//! seconds. The queue's room counts the packets waiting, not the one on the wire: with
+//! seconds; with a framing ([`VirtualLink::with_framing`], see [`crate::framing`]), for
+//! `8 wire_len(len) / rate_bps`, while the scheduler and the trace keep `len`. The queue's room counts the packets waiting, not the one on the wire: with
 //! `txq = 0` the scheduler is asked for a packet exactly when the wire is idle (figure
 //! A.9 A, no output queue); with `txq = q` it runs up to `q` packets ahead of the wire.
 //!
@@ -45,6 +46,7 @@
 use std::collections::VecDeque;
 
 use crate::flow::FlowId;
+use crate::framing::Framing;
 use crate::packet::Desc;
 use crate::scheduler::Scheduler;
 
@@ -99,6 +101,8 @@ pub struct Handed {
 pub struct VirtualLink {
     flows: Vec<FlowId>,
     rate_bps: f64,
+    /// What the wire charges for a packet.
+    framing: Framing,
     txq: usize,
     now_ns: f64,
     /// Finish time of the packet on the wire, if one is.
@@ -128,6 +132,7 @@ impl VirtualLink {
         Self {
             flows,
             rate_bps,
+            framing: Framing::PLAIN,
             txq,
             now_ns: 0.0,
             wire: None,
@@ -141,6 +146,13 @@ impl VirtualLink {
             },
             handed: Vec::new(),
         }
+    }
+
+    /// This link, its wire charging each packet its framed length: a packet of `len` bytes
+    /// takes `8 framing.wire_len(len) / rate_bps` seconds.
+    pub fn with_framing(mut self, framing: Framing) -> Self {
+        self.framing = framing;
+        self
     }
 
     /// Current time, ns.
@@ -200,7 +212,12 @@ impl VirtualLink {
     /// Puts `q` on the wire at `t`.
     fn start(&mut self, q: Queued, t: f64) {
         let a = self.arrivals[q.seq];
-        let finish = t + tx_time_ns(a.len, self.rate_bps);
+        let tx_ns = if self.framing.is_plain() {
+            tx_time_ns(a.len, self.rate_bps)
+        } else {
+            self.framing.wire_len(a.len) as f64 * 8e9 / self.rate_bps
+        };
+        let finish = t + tx_ns;
         self.trace.tx.push(TxRecord {
             seq: q.seq,
             flow: a.flow,
@@ -408,6 +425,27 @@ mod tests {
 
     fn arr(time_ns: u64, flow: usize, len: u32) -> Arrival {
         Arrival { time_ns, flow, len }
+    }
+
+    #[test]
+    fn a_framed_wire_takes_the_framed_length() {
+        let (mut s, ids) = sched_with("fifo", &[FlowParams::default()]);
+        let atm = Framing::new(0, 0, crate::framing::LinkLayer::Atm);
+        let mut link = VirtualLink::new(ids, R, 0).with_framing(atm);
+        for _ in 0..3 {
+            link.enqueue(&mut *s, 0, 0, 40).unwrap();
+        }
+        link.fill(&mut *s);
+        let mut finishes = Vec::new();
+        while let Some(t) = link.next_completion() {
+            finishes.push(t);
+            link.advance_to(t);
+            link.fill(&mut *s);
+        }
+        // 40 bytes are one 53-byte ATM cell: 53 ns each at one byte per ns.
+        assert_eq!(finishes, vec![53.0, 106.0, 159.0]);
+        // The trace keeps the packets' own length.
+        assert!(link.trace().tx.iter().all(|r| r.len == 40));
     }
 
     fn sched_with(alg: &str, params: &[FlowParams]) -> (Box<dyn Scheduler<Desc>>, Vec<FlowId>) {
