@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use pspat_config::Direction;
 use pspat_engine::Handoff;
+use pspat_io::afpacket::RxMode;
 use pspat_io::cpu::CpuList;
 use pspat_shaper::{live_view, Shaper, ShaperConfig};
 
@@ -70,6 +71,11 @@ pub struct ShapeArgs {
     /// larger ring only lengthens the wait of frames the shaper cannot keep up with).
     #[arg(long, default_value_t = ShaperConfig::DEFAULT_RING_BLOCKS, value_name = "N")]
     pub ring_blocks: usize,
+    /// AF_PACKET RX ring: `frames` (TPACKET_V2, each frame handed over as it arrives: no
+    /// wait) or `blocks` (TPACKET_V3, frames handed over a block at a time, when it is full
+    /// or 1 ms after its first frame: fewer wake-ups, up to a millisecond's wait).
+    #[arg(long, default_value = "frames", value_name = "frames|blocks", value_parser = parse_rx_ring)]
+    pub rx_ring: RxMode,
     /// AF_PACKET RX ring: block size in KiB. The kernel hands a block over when it is full
     /// or 1 ms after its first frame (TPACKET_V3), so small blocks keep the wait short: a
     /// 16 KiB block holds about 15 full-size frames.
@@ -104,6 +110,14 @@ pub struct ShapeArgs {
     pub sw_checksum: bool,
 }
 
+fn parse_rx_ring(s: &str) -> Result<RxMode, String> {
+    match s {
+        "frames" => Ok(RxMode::Frames),
+        "blocks" => Ok(RxMode::Blocks),
+        _ => Err(format!("receive ring `{s}`: expected frames or blocks")),
+    }
+}
+
 fn parse_dir(s: &str) -> Result<Direction, String> {
     match s {
         "in" => Ok(Direction::In),
@@ -126,6 +140,7 @@ impl ShapeArgs {
             reverse: !self.no_reverse,
             arbiter_cpu: self.arbiter_cpu,
             rx_cpus: self.rx_cpus.as_ref().map_or_else(Vec::new, |l| l.0.clone()),
+            rx_mode: self.rx_ring,
             ring_blocks: self.ring_blocks,
             ring_block_kib: self.ring_block_kib,
             link_spin: Duration::from_micros(self.link_spin_us),

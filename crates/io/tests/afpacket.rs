@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use pspat_io::afpacket::vnet::{self, VNET_HDR_LEN};
 use pspat_io::afpacket::{
-    AfPacket, AfPacketError, Fanout, FanoutMode, Frame, RxOptions, RxRing, TxOptions, TxSocket,
-    BATCH,
+    AfPacket, AfPacketError, Fanout, FanoutMode, Frame, RxMode, RxOptions, RxRing, TxOptions,
+    TxSocket, BATCH,
 };
 use pspat_io::payload::{self, Header};
 use pspat_io::{parse_backend, Pkt, SendError};
@@ -144,10 +144,20 @@ fn ours(f: &Frame<'_>) -> bool {
 #[test]
 fn frames_sent_on_a_arrive_byte_exact_and_in_order_on_b() {
     in_netns(|| {
+        for mode in [RxMode::Blocks, RxMode::Frames] {
+            byte_exact_and_in_order(mode);
+        }
+    });
+}
+
+fn byte_exact_and_in_order(mode: RxMode) {
+    {
         let mut tx = TxSocket::open("a", &TxOptions::default()).unwrap();
-        // 16 blocks of 64 KiB: the 1.7 MB sent below go round the ring twice.
+        // 16 blocks of 64 KiB (512 frame slots): the 1.7 MB sent below go round the ring
+        // twice.
         let ring = RxOptions {
             block_count: 16,
+            mode,
             ..small_ring()
         };
         let mut rx = RxRing::open("b", &ring).unwrap();
@@ -197,8 +207,39 @@ fn frames_sent_on_a_arrive_byte_exact_and_in_order_on_b() {
         let extra = recv_until(&mut rx, 1, Duration::from_millis(50), ours);
         assert!(extra.is_empty(), "{} unexpected frames", extra.len());
         let st = rx.stats().unwrap();
-        assert_eq!(st.drops, 0);
-        assert!(st.packets >= total as u64, "{st:?} after {total} frames");
+        assert_eq!(st.drops, 0, "{mode:?}");
+        assert!(
+            st.packets >= total as u64,
+            "{mode:?}: {st:?} after {total} frames"
+        );
+    }
+}
+
+/// A ring of frames hands a lone frame over at once; a ring of blocks holds it until its
+/// block times out (here never within the test: a 10 s timeout).
+#[test]
+fn a_frame_ring_hands_a_lone_frame_over_at_once_a_block_ring_at_its_timeout() {
+    in_netns(|| {
+        let mut tx = TxSocket::open("a", &TxOptions::default()).unwrap();
+        for (mode, at_once) in [(RxMode::Frames, true), (RxMode::Blocks, false)] {
+            let opts = RxOptions {
+                mode,
+                block_timeout_ms: 10_000,
+                ..small_ring()
+            };
+            let mut rx = RxRing::open("b", &opts).unwrap();
+            let frame = test_frame(7, 100);
+            assert_eq!(tx.send_batch(1, |_| &frame).unwrap(), 1);
+            let t0 = Instant::now();
+            let ready = rx.wait(Duration::from_millis(200)).unwrap();
+            assert_eq!(ready, at_once, "{mode:?} after {:?}", t0.elapsed());
+            if at_once {
+                assert!(t0.elapsed() < Duration::from_millis(100), "{mode:?}");
+                let mut seqs = Vec::new();
+                rx.for_each_frame(|f| seqs.extend(test_seq(f.data)));
+                assert_eq!(seqs, [7]);
+            }
+        }
     });
 }
 
@@ -465,8 +506,16 @@ fn a_partial_checksum_crosses_with_its_vnet_header_and_not_without() {
     in_netns(|| {
         ip("addr add 10.9.0.1/24 dev a");
         ip("neigh add 10.9.0.3 lladdr 02:00:00:00:00:0b dev a nud permanent");
+        partial_checksum_crosses(RxMode::Blocks);
+        partial_checksum_crosses(RxMode::Frames);
+    });
+}
+
+fn partial_checksum_crosses(mode: RxMode) {
+    {
         let vnet_ring = RxOptions {
             vnet_hdr: true,
+            mode,
             ..small_ring()
         };
         let mut rx = RxRing::open("b", &vnet_ring).unwrap();
@@ -528,7 +577,7 @@ fn a_partial_checksum_crosses_with_its_vnet_header_and_not_without() {
         let (n, from) = sock.recv_from(&mut buf).expect("the datagram, accepted");
         assert_eq!(&buf[..n], &[0x5a; 100]);
         assert_eq!(from.to_string(), "10.9.0.3:9");
-    });
+    }
 }
 
 #[test]

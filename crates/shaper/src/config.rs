@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use pspat_config::Direction;
 use pspat_engine::Handoff;
+use pspat_io::afpacket::RxMode;
 
 use crate::error::ShaperError;
 
@@ -39,6 +40,9 @@ pub struct ShaperConfig {
     pub arbiter_cpu: Option<usize>,
     /// Pin receiving thread k to the k-th of these CPUs, round robin (`--rx-cpus`).
     pub rx_cpus: Vec<usize>,
+    /// AF_PACKET RX ring: a slot per frame, each handed over at once (TPACKET_V2), or
+    /// blocks of frames handed over when full or after 1 ms (TPACKET_V3) (`--rx-ring`).
+    pub rx_mode: RxMode,
     /// AF_PACKET RX ring: blocks per receiving thread (`--ring-blocks`).
     pub ring_blocks: usize,
     /// AF_PACKET RX ring: block size in KiB (`--ring-block-kib`).
@@ -69,6 +73,8 @@ impl ShaperConfig {
     pub const DEFAULT_RX_THREADS: usize = 1;
     /// Default [`ShaperConfig::mailbox`].
     pub const DEFAULT_MAILBOX: usize = 16384;
+    /// Default [`ShaperConfig::rx_mode`].
+    pub const DEFAULT_RX_MODE: RxMode = RxMode::Frames;
     /// Default [`ShaperConfig::ring_blocks`] (4 MiB with the default block: a larger ring
     /// only lengthens the wait of frames the shaper cannot keep up with).
     pub const DEFAULT_RING_BLOCKS: usize = 256;
@@ -100,6 +106,7 @@ impl ShaperConfig {
             reverse: true,
             arbiter_cpu: None,
             rx_cpus: Vec::new(),
+            rx_mode: Self::DEFAULT_RX_MODE,
             ring_blocks: Self::DEFAULT_RING_BLOCKS,
             ring_block_kib: Self::DEFAULT_RING_BLOCK_KIB,
             link_spin: Self::DEFAULT_LINK_SPIN,

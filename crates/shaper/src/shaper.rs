@@ -163,6 +163,7 @@ impl Shaper {
         let max_frame = mtu + 18;
         let group = (std::process::id() & 0xffff) as u16;
         let rx_opts = RxOptions {
+            mode: config.rx_mode,
             block_count: config.ring_blocks,
             block_size: config.ring_block_kib * 1024,
             frame_size: (max_frame + 128).next_power_of_two().max(2048),

@@ -1,4 +1,5 @@
-//! A received frame, and the walk over the frames of one TPACKET_V3 block.
+//! A received frame, the walk over the frames of one TPACKET_V3 block, and the frame of
+//! one TPACKET_V2 slot.
 //!
 //! The block and frame headers are read at the offsets of the kernel's C structures
 //! (`tpacket_block_desc`, `tpacket3_hdr`, from libc), in native byte order, with bounds
@@ -6,7 +7,9 @@
 
 use std::mem::offset_of;
 
-use libc::{tpacket3_hdr as H3, tpacket_block_desc as BD, tpacket_hdr_v1 as BH1};
+use libc::{
+    tpacket2_hdr as H2, tpacket3_hdr as H3, tpacket_block_desc as BD, tpacket_hdr_v1 as BH1,
+};
 
 use super::vnet::{VnetHdr, VNET_HDR_LEN};
 
@@ -75,45 +78,104 @@ const MAC: usize = offset_of!(H3, tp_mac);
 const VLAN_TCI: usize = offset_of!(H3, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
 const VLAN_TPID: usize = offset_of!(H3, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid);
 
+/// Where a frame header's fields are: `tpacket3_hdr` or `tpacket2_hdr` (whose TCI is 16
+/// bits where the V3 one is 32).
+struct Layout {
+    hdr_len: usize,
+    status: usize,
+    len: usize,
+    snaplen: usize,
+    mac: usize,
+    sec: usize,
+    nsec: usize,
+    vlan_tci: usize,
+    vlan_tpid: usize,
+    tci_u32: bool,
+}
+
+const V3: Layout = Layout {
+    hdr_len: size_of::<H3>(),
+    status: STATUS,
+    len: LEN,
+    snaplen: SNAPLEN,
+    mac: MAC,
+    sec: SEC,
+    nsec: NSEC,
+    vlan_tci: VLAN_TCI,
+    vlan_tpid: VLAN_TPID,
+    tci_u32: true,
+};
+
+const V2: Layout = Layout {
+    hdr_len: size_of::<H2>(),
+    status: offset_of!(H2, tp_status),
+    len: offset_of!(H2, tp_len),
+    snaplen: offset_of!(H2, tp_snaplen),
+    mac: offset_of!(H2, tp_mac),
+    sec: offset_of!(H2, tp_sec),
+    nsec: offset_of!(H2, tp_nsec),
+    vlan_tci: offset_of!(H2, tp_vlan_tci),
+    vlan_tpid: offset_of!(H2, tp_vlan_tpid),
+    tci_u32: false,
+};
+
+/// The frame of a user-owned TPACKET_V2 slot (header at its start); None if the header
+/// points outside the slot, which a well-behaved kernel never writes.
+pub(super) fn frame_in_slot(slot: &[u8], vnet: bool) -> Option<Frame<'_>> {
+    frame_with(slot, 0, &V2, vnet)
+}
+
 /// Reads frame header at `at` in `block`; None if it or its data are out of bounds. With
 /// `vnet`, the ring puts a virtio-net header right before the frame, after the TPACKET3
 /// header.
 fn frame_at(block: &[u8], at: usize, vnet: bool) -> Option<(Frame<'_>, u32)> {
-    let snaplen = u32_at(block, at + SNAPLEN)? as usize;
-    let mac = usize::from(u16_at(block, at + MAC)?);
+    let frame = frame_with(block, at, &V3, vnet)?;
+    Some((frame, u32_at(block, at + NEXT)?))
+}
+
+/// The frame whose header (laid out as `l`) is at `at` in `b`.
+fn frame_with<'a>(block: &'a [u8], at: usize, l: &Layout, vnet: bool) -> Option<Frame<'a>> {
+    let snaplen = u32_at(block, at + l.snaplen)? as usize;
+    let mac = usize::from(u16_at(block, at + l.mac)?);
     let start = at.checked_add(mac)?;
     let end = start.checked_add(snaplen)?;
     let data = block.get(start..end)?;
     let with_vnet = if vnet {
         let from = start.checked_sub(VNET_HDR_LEN)?;
-        if from < at + size_of::<H3>() {
+        if from < at + l.hdr_len {
             return None;
         }
         block.get(from..end)?
     } else {
         &[][..]
     };
-    let status = u32_at(block, at + STATUS)?;
+    let status = u32_at(block, at + l.status)?;
+    let tci = |at| match l.tci_u32 {
+        true => u32_at(block, at).map(|t| t as u16),
+        false => u16_at(block, at),
+    };
     let vlan_tci = (status & libc::TP_STATUS_VLAN_VALID != 0)
-        .then(|| u32_at(block, at + VLAN_TCI).map(|t| t as u16))
+        .then(|| tci(at + l.vlan_tci))
         .flatten();
     let vlan_tpid = match vlan_tci {
         None => 0,
-        Some(_) if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 => u16_at(block, at + VLAN_TPID)?,
+        Some(_) if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 => {
+            u16_at(block, at + l.vlan_tpid)?
+        }
         Some(_) => ETH_P_8021Q,
     };
-    let ts_ns =
-        u64::from(u32_at(block, at + SEC)?) * 1_000_000_000 + u64::from(u32_at(block, at + NSEC)?);
+    let ts_ns = u64::from(u32_at(block, at + l.sec)?) * 1_000_000_000
+        + u64::from(u32_at(block, at + l.nsec)?);
     let frame = Frame {
         data,
-        wire_len: u32_at(block, at + LEN)?,
+        wire_len: u32_at(block, at + l.len)?,
         ts_ns,
         vlan_tci,
         vlan_tpid,
         csum_not_ready: status & libc::TP_STATUS_CSUMNOTREADY != 0,
         with_vnet,
     };
-    Some((frame, u32_at(block, at + NEXT)?))
+    Some(frame)
 }
 
 /// Calls `f` for each frame of a user-owned block, in order; returns how many. Stops early
@@ -188,6 +250,66 @@ mod tests {
         );
         assert_eq!((VLAN_TCI, VLAN_TPID), (32, 36));
         assert_eq!((NUM_PKTS, FIRST_PKT), (12, 16));
+    }
+
+    #[test]
+    fn v2_offsets_are_the_kernels() {
+        // include/uapi/linux/if_packet.h: tpacket2_hdr is 32 bytes.
+        assert_eq!(size_of::<H2>(), 32);
+        assert_eq!(
+            (V2.status, V2.len, V2.snaplen, V2.mac, V2.sec, V2.nsec),
+            (0, 4, 8, 12, 16, 20)
+        );
+        assert_eq!((V2.vlan_tci, V2.vlan_tpid), (24, 26));
+    }
+
+    /// A TPACKET_V2 slot written by hand: the frame at `mac`, a VNET header before it.
+    fn slot(data: &[u8], len: u32, status: u32, tci: u16, tpid: u16) -> Vec<u8> {
+        let mut b = vec![0u8; 2048];
+        let mac = 96usize;
+        b[V2.status..V2.status + 4].copy_from_slice(&(libc::TP_STATUS_USER | status).to_ne_bytes());
+        b[V2.len..V2.len + 4].copy_from_slice(&len.to_ne_bytes());
+        b[V2.snaplen..V2.snaplen + 4].copy_from_slice(&(data.len() as u32).to_ne_bytes());
+        b[V2.mac..V2.mac + 2].copy_from_slice(&(mac as u16).to_ne_bytes());
+        b[V2.sec..V2.sec + 4].copy_from_slice(&5u32.to_ne_bytes());
+        b[V2.nsec..V2.nsec + 4].copy_from_slice(&9u32.to_ne_bytes());
+        b[V2.vlan_tci..V2.vlan_tci + 2].copy_from_slice(&tci.to_ne_bytes());
+        b[V2.vlan_tpid..V2.vlan_tpid + 2].copy_from_slice(&tpid.to_ne_bytes());
+        b[mac - VNET_HDR_LEN..mac].copy_from_slice(&[7; VNET_HDR_LEN]);
+        b[mac..mac + data.len()].copy_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn a_v2_slot_gives_its_frame_tag_and_vnet_header() {
+        let d: Vec<u8> = (0..200).map(|i| i as u8).collect();
+        let s = slot(&d, 204, 0, 0xffff, 0x9999);
+        let f = frame_in_slot(&s, false).unwrap();
+        assert_eq!((f.data, f.wire_len, f.ts_ns), (&d[..], 204, 5_000_000_009));
+        assert_eq!(
+            (f.vlan_tci, f.vlan_tpid, f.csum_not_ready),
+            (None, 0, false)
+        );
+        assert!(f.with_vnet.is_empty());
+        let valid = libc::TP_STATUS_VLAN_VALID | libc::TP_STATUS_VLAN_TPID_VALID;
+        let s = slot(
+            &d,
+            200,
+            valid | libc::TP_STATUS_CSUMNOTREADY,
+            0x2005,
+            0x88a8,
+        );
+        let f = frame_in_slot(&s, true).unwrap();
+        assert_eq!(
+            (f.vlan_tci, f.vlan_tpid, f.csum_not_ready),
+            (Some(0x2005), 0x88a8, true)
+        );
+        assert_eq!(&f.with_vnet[..VNET_HDR_LEN], &[7; VNET_HDR_LEN]);
+        assert_eq!(&f.with_vnet[VNET_HDR_LEN..], &d[..]);
+        // A snaplen past the slot's end is no frame.
+        let mut s = slot(&d, 200, 0, 0, 0);
+        s[V2.snaplen..V2.snaplen + 4].copy_from_slice(&5000u32.to_ne_bytes());
+        assert_eq!(frame_in_slot(&s, false), None);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! The pieces:
 //!
 //! - [`TxSocket`]: sends frames given as byte slices, up to [`BATCH`] per sendmmsg(2);
-//! - [`RxRing`]: receives frames through a TPACKET_V3 ring shared with the kernel (no
-//!   system call per frame, one `poll(2)` per block at most);
+//! - [`RxRing`]: receives frames through a ring shared with the kernel, of TPACKET_V3
+//!   blocks or TPACKET_V2 frame slots ([`RxMode`]; no system call per frame, one `poll(2)`
+//!   per block or frame at most, none while frames keep coming);
 //! - [`AfPacket`]: the `afpacket` [`crate::Backend`], which turns scheduled [`crate::Pkt`]s
 //!   into Ethernet/IPv4/UDP frames carrying the [`crate::payload`] header and sends them
 //!   with a [`TxSocket`] per sending thread;
@@ -72,10 +73,18 @@
 //! V3; the kernel only checks it (a multiple of 16, at least the header size, dividing
 //! into blocks), and frames up to almost a whole block are captured whole.
 //!
+//! **Frames** ([`RxMode::Frames`], TPACKET_V2): the same memory cut into slots of
+//! `frame_size` bytes (which must divide `block_size`), one frame each, each with its own
+//! `tpacket2_hdr` status word. The kernel hands every frame over (and wakes a reader in
+//! `poll`) as soon as it is written, so nothing waits for a block to fill or time out: the
+//! mode for a low-latency forwarder. A frame longer than its slot is truncated (as a block
+//! truncates one longer than itself).
+//!
 //! **Overrun.** When the kernel needs the next block and it is still ours, it does not
 //! overwrite it: it freezes the queue and drops every frame until we release that block.
 //! Each freeze is counted in [`RxStats::freezes`], each dropped frame in
 //! [`RxStats::drops`]. Nothing already in the ring is lost or corrupted; new frames are.
+//! (A ring of frames drops a frame whose slot is still ours; it does not freeze.)
 //!
 //! Options:
 //!
@@ -132,7 +141,7 @@ use std::io;
 pub use backend::{AfPacket, DEFAULT_DST_IP, DEFAULT_PORT, DEFAULT_SRC_IP};
 pub use frame::{Frame, ETH_P_8021Q};
 pub use frame_tx::FrameTx;
-pub use rx::{Fanout, FanoutMode, RxOptions, RxRing, RxStats};
+pub use rx::{Fanout, FanoutMode, RxMode, RxOptions, RxRing, RxStats};
 pub use tx::{AfterRefusal, BatchSent, TxOptions, TxSocket, BATCH};
 
 /// Why an AF_PACKET operation failed. Every variant names the interface and the

@@ -1,9 +1,10 @@
-//! [`RxRing`]: frames from one interface through a TPACKET_V3 ring.
+//! [`RxRing`]: frames from one interface through a TPACKET_V3 ring of blocks, or a
+//! TPACKET_V2 ring of frames ([`RxMode`]).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use super::frame::{for_each_in_block, Frame};
+use super::frame::{for_each_in_block, frame_in_slot, Frame};
 use super::{resolve, sys, AfPacketError};
 
 /// How several rings share an interface's frames (PACKET_FANOUT).
@@ -38,18 +39,37 @@ pub struct Fanout {
     pub mode: FanoutMode,
 }
 
+/// How the kernel hands received frames over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RxMode {
+    /// TPACKET_V3: frames packed into blocks; a block is handed over (and a waiting
+    /// reader woken) when it is full or [`RxOptions::block_timeout_ms`] after its first
+    /// frame. Fewest wake-ups and the densest memory, but a frame on a quiet interface
+    /// waits up to the timeout (1 ms at least).
+    #[default]
+    Blocks,
+    /// TPACKET_V2: one slot of [`RxOptions::frame_size`] bytes per frame, each handed
+    /// over (and a waiting reader woken) as soon as it is written: no wait; one wake-up
+    /// per frame while the reader sleeps, none while it keeps up.
+    Frames,
+}
+
 /// How an [`RxRing`] is set up. The defaults suit a 10 Gbit/s interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RxOptions {
+    /// Blocks of frames (TPACKET_V3, the default) or a slot per frame (TPACKET_V2).
+    pub mode: RxMode,
     /// Bytes per block: a multiple of the page size (default 1 MiB). A frame longer than a
     /// block minus its headers is truncated (`Frame::data` shorter than `wire_len`).
     pub block_size: usize,
     /// Blocks in the ring (default 64: 64 MiB of unswappable kernel memory while open).
     pub block_count: usize,
-    /// `tp_frame_size`: only checked by the kernel in TPACKET_V3 (a multiple of 16 that
-    /// divides into `block_size`, at least 64); default 2048.
+    /// `tp_frame_size`: in [`RxMode::Frames`], each frame's slot (header included: a frame
+    /// longer than the slot is truncated); in [`RxMode::Blocks`] only checked by the
+    /// kernel. A multiple of 16 that divides `block_size`; default 2048.
     pub frame_size: usize,
-    /// A block that is not full is handed over this long after it was opened (default 1).
+    /// [`RxMode::Blocks`]: a block that is not full is handed over this long after it was
+    /// opened (default 1).
     pub block_timeout_ms: u32,
     /// Join a fanout group (default none).
     pub fanout: Option<Fanout>,
@@ -66,6 +86,7 @@ pub struct RxOptions {
 impl Default for RxOptions {
     fn default() -> Self {
         Self {
+            mode: RxMode::Blocks,
             block_size: 1 << 20,
             block_count: 64,
             frame_size: 2048,
@@ -91,7 +112,7 @@ pub struct RxStats {
     pub freezes: u64,
 }
 
-/// An AF_PACKET TPACKET_V3 receive ring on one interface (see the module documentation).
+/// An AF_PACKET receive ring on one interface (see the module documentation).
 pub struct RxRing {
     // Field order matters: the mapping is unmapped before the socket closes.
     ring: sys::Ring,
@@ -102,6 +123,7 @@ pub struct RxRing {
     next: usize,
     totals: RxStats,
     vnet_hdr: bool,
+    mode: RxMode,
 }
 
 impl std::fmt::Debug for RxRing {
@@ -119,7 +141,10 @@ fn check(ifname: &str, o: &RxOptions) -> Result<(), AfPacketError> {
     let op = "open AF_PACKET receive ring";
     let bad = |why: String| Err(AfPacketError::config(ifname, op, why));
     let page = sys::page_size();
-    let hdr = libc::TPACKET3_HDRLEN;
+    let hdr = match o.mode {
+        RxMode::Blocks => libc::TPACKET3_HDRLEN,
+        RxMode::Frames => libc::TPACKET2_HDRLEN,
+    };
     if o.block_size == 0 || o.block_size % page != 0 {
         return bad(format!(
             "block_size {} is not a positive multiple of the page size ({page})",
@@ -131,14 +156,14 @@ fn check(ifname: &str, o: &RxOptions) -> Result<(), AfPacketError> {
     }
     if o.vnet_hdr && !super::vnet::rx_ring_supported() {
         return bad(
-            "vnet_hdr: this kernel's TPACKET_V3 rings do not fill in the virtio-net header \
+            "vnet_hdr: this kernel's receive rings do not fill in the virtio-net header \
              (Linux 5.1 and later do)"
                 .into(),
         );
     }
-    if o.frame_size < hdr || o.frame_size % 16 != 0 || o.frame_size > o.block_size {
+    if o.frame_size < hdr || o.frame_size % 16 != 0 || o.block_size % o.frame_size != 0 {
         return bad(format!(
-            "frame_size {} must be a multiple of 16, at least {hdr} and at most block_size {}",
+            "frame_size {} must be a multiple of 16, at least {hdr}, that divides block_size {}",
             o.frame_size, o.block_size
         ));
     }
@@ -169,13 +194,17 @@ impl RxRing {
         let fd = sys::packet_socket().map_err(|e| AfPacketError::os(ifname, op, e))?;
         let err = |what: &'static str| move |e| AfPacketError::os(ifname, what, e);
         let sol = libc::SOL_PACKET;
+        let (version, name) = match opts.mode {
+            RxMode::Blocks => (libc::tpacket_versions::TPACKET_V3, "TPACKET_V3"),
+            RxMode::Frames => (libc::tpacket_versions::TPACKET_V2, "TPACKET_V2"),
+        };
         sys::set_int(
             fd.as_fd(),
             sol,
             libc::PACKET_VERSION,
-            libc::tpacket_versions::TPACKET_V3 as libc::c_int,
+            version as libc::c_int,
         )
-        .map_err(err("setsockopt PACKET_VERSION TPACKET_V3"))?;
+        .map_err(|e| AfPacketError::os(ifname, format!("setsockopt PACKET_VERSION {name}"), e))?;
         if opts.ignore_outgoing {
             sys::set_int(fd.as_fd(), sol, libc::PACKET_IGNORE_OUTGOING, 1)
                 .map_err(err("setsockopt PACKET_IGNORE_OUTGOING"))?;
@@ -185,16 +214,30 @@ impl RxRing {
             sys::set_int(fd.as_fd(), sol, libc::PACKET_VNET_HDR, 1)
                 .map_err(err("setsockopt PACKET_VNET_HDR"))?;
         }
+        let frames = (opts.block_size / opts.frame_size) * opts.block_count;
         let req = libc::tpacket_req3 {
             tp_block_size: opts.block_size as u32,
             tp_block_nr: opts.block_count as u32,
             tp_frame_size: opts.frame_size as u32,
-            tp_frame_nr: ((opts.block_size / opts.frame_size) * opts.block_count) as u32,
+            tp_frame_nr: frames as u32,
             tp_retire_blk_tov: opts.block_timeout_ms,
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        sys::set_opt(fd.as_fd(), sol, libc::PACKET_RX_RING, &req).map_err(|e| {
+        let set = match opts.mode {
+            RxMode::Blocks => sys::set_opt(fd.as_fd(), sol, libc::PACKET_RX_RING, &req),
+            // The same first four fields (`tpacket_req`).
+            RxMode::Frames => {
+                let req = libc::tpacket_req {
+                    tp_block_size: req.tp_block_size,
+                    tp_block_nr: req.tp_block_nr,
+                    tp_frame_size: req.tp_frame_size,
+                    tp_frame_nr: req.tp_frame_nr,
+                };
+                sys::set_opt(fd.as_fd(), sol, libc::PACKET_RX_RING, &req)
+            }
+        };
+        set.map_err(|e| {
             let hint = if e.raw_os_error() == Some(libc::ENOMEM) {
                 format!(
                     "setsockopt PACKET_RX_RING ({} x {} bytes: not enough kernel memory)",
@@ -205,8 +248,19 @@ impl RxRing {
             };
             AfPacketError::os(ifname, hint, e)
         })?;
-        let ring = sys::Ring::map(fd.as_fd(), opts.block_size, opts.block_count)
-            .map_err(err("mmap the receive ring"))?;
+        // Frames that divide their blocks are contiguous: one slot each.
+        let ring = match opts.mode {
+            RxMode::Blocks => sys::Ring::map(
+                fd.as_fd(),
+                opts.block_size,
+                opts.block_count,
+                sys::BLOCK_STATUS_OFF,
+            ),
+            RxMode::Frames => {
+                sys::Ring::map(fd.as_fd(), opts.frame_size, frames, sys::FRAME_STATUS_OFF)
+            }
+        }
+        .map_err(err("mmap the receive ring"))?;
         sys::bind(fd.as_fd(), ifindex, sys::ETH_P_ALL_BE)
             .map_err(err("bind the receive socket"))?;
         if opts.promiscuous {
@@ -245,11 +299,12 @@ impl RxRing {
             next: 0,
             totals: RxStats::default(),
             vnet_hdr: opts.vnet_hdr,
+            mode: opts.mode,
         })
     }
 
     /// Waits up to `timeout` (rounded up to a millisecond; zero: just look) for the next
-    /// block to be handed over. `Ok(true)` if one is ready.
+    /// block (or frame) to be handed over. `Ok(true)` if one is ready.
     ///
     /// When the interface went down since the last call, returns that error once
     /// (ENETDOWN, "Network is down"); the ring receives again when the interface comes back
@@ -265,17 +320,27 @@ impl RxRing {
         Ok(self.ring.is_user(self.next))
     }
 
-    /// Calls `f` for every frame of every block that is ready, in ring order (so in order
-    /// of arrival), and gives each block back to the kernel once its frames were seen.
+    /// Calls `f` for every frame that is ready, in ring order (so in order of arrival),
+    /// and gives each block (or frame slot) back to the kernel once its frames were seen.
     /// Walks at most one lap of the ring. Returns the number of frames.
     pub fn for_each_frame(&mut self, mut f: impl FnMut(Frame<'_>)) -> usize {
         let mut frames = 0;
         for _ in 0..self.ring.count() {
             let i = self.next;
-            let Some(block) = self.ring.user_block(i) else {
+            let Some(slot) = self.ring.user_block(i) else {
                 break;
             };
-            frames += for_each_in_block(block, self.vnet_hdr, &mut f);
+            match self.mode {
+                RxMode::Blocks => frames += for_each_in_block(slot, self.vnet_hdr, &mut f),
+                RxMode::Frames => {
+                    // A header pointing outside its slot (never written by a
+                    // well-behaved kernel) is skipped; the slot goes back all the same.
+                    if let Some(frame) = frame_in_slot(slot, self.vnet_hdr) {
+                        f(frame);
+                        frames += 1;
+                    }
+                }
+            }
             self.ring.release(i);
             self.next = (i + 1) % self.ring.count();
         }

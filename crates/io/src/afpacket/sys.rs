@@ -212,17 +212,22 @@ pub(super) fn poll_in(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result
 }
 
 /// Offset of `block_status` in a block descriptor (`tpacket_block_desc.hdr.bh1`).
-const BLOCK_STATUS_OFF: usize = std::mem::offset_of!(libc::tpacket_block_desc, hdr)
+pub(super) const BLOCK_STATUS_OFF: usize = std::mem::offset_of!(libc::tpacket_block_desc, hdr)
     + std::mem::offset_of!(libc::tpacket_hdr_v1, block_status);
+/// Offset of `tp_status` in a TPACKET_V2 frame slot (`tpacket2_hdr`).
+pub(super) const FRAME_STATUS_OFF: usize = std::mem::offset_of!(libc::tpacket2_hdr, tp_status);
 
-/// The TPACKET_V3 receive ring: `count` blocks of `block_size` bytes mapped from the
-/// kernel. A block belongs to the kernel while its status has no `TP_STATUS_USER` bit and
-/// to us once it has; [`Ring::user_block`] hands out a block only in the second state, and
-/// [`Ring::release`] gives it back.
+/// A receive ring: `count` slots of `block_size` bytes mapped from the kernel, each with
+/// a status word at `status_off`: TPACKET_V3 blocks of frames (the status in the block
+/// descriptor) or TPACKET_V2 frame slots (the status in the frame header). A slot belongs
+/// to the kernel while its status has no `TP_STATUS_USER` bit and to us once it has;
+/// [`Ring::user_block`] hands out a slot only in the second state, and [`Ring::release`]
+/// gives it back.
 pub(super) struct Ring {
     base: NonNull<u8>,
     block_size: usize,
     count: usize,
+    status_off: usize,
 }
 
 // SAFETY: the ring is a private mapping of this value (unmapped on drop); moving the value
@@ -231,8 +236,16 @@ pub(super) struct Ring {
 unsafe impl Send for Ring {}
 
 impl Ring {
-    /// Maps the ring of socket `fd`, on which PACKET_RX_RING was set with these sizes.
-    pub(super) fn map(fd: BorrowedFd<'_>, block_size: usize, count: usize) -> io::Result<Self> {
+    /// Maps the ring of socket `fd`, on which PACKET_RX_RING was set for `count` slots of
+    /// `block_size` bytes, contiguous (blocks; or frames that divide their blocks), with
+    /// their status words at `status_off` (a multiple of 4, below 16).
+    pub(super) fn map(
+        fd: BorrowedFd<'_>,
+        block_size: usize,
+        count: usize,
+        status_off: usize,
+    ) -> io::Result<Self> {
+        debug_assert!(status_off % 4 == 0 && status_off < 16 && block_size % 16 == 0);
         let len = block_size
             .checked_mul(count)
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
@@ -256,6 +269,7 @@ impl Ring {
             base,
             block_size,
             count,
+            status_off,
         })
     }
 
@@ -266,16 +280,17 @@ impl Ring {
 
     fn status(&self, i: usize) -> &AtomicU32 {
         assert!(i < self.count);
-        // SAFETY: block `i` starts `i * block_size` bytes into the mapping (in bounds as
-        // `i < count`), and its status word is 4-byte aligned (blocks are page aligned and
-        // the offset is 8). The kernel and we access it only atomically (the kernel with
-        // plain stores after a write barrier, which an acquire load pairs with), and the
-        // mapping outlives `&self`.
+        // SAFETY: slot `i` starts `i * block_size` bytes into the mapping (in bounds as
+        // `i < count`), and its status word is 4-byte aligned (the mapping is page aligned,
+        // slots are multiples of 16 bytes and the offset a multiple of 4, below 16: `map`).
+        // The kernel and we access it only atomically (the kernel with plain stores after a
+        // write barrier, which an acquire load pairs with), and the mapping outlives
+        // `&self`.
         unsafe {
             &*self
                 .base
                 .as_ptr()
-                .add(i * self.block_size + BLOCK_STATUS_OFF)
+                .add(i * self.block_size + self.status_off)
                 .cast::<AtomicU32>()
         }
     }
@@ -283,7 +298,9 @@ impl Ring {
     /// Whether block `i` has been handed to user space.
     pub(super) fn is_user(&self, i: usize) -> bool {
         // ORDERING: acquire pairs with the kernel's write barrier before it sets the status
-        // (prb_close_block): the block's contents are visible once TP_STATUS_USER is.
+        // (prb_close_block for a block, tpacket_rcv's smp_wmb before
+        // __packet_set_status for a frame): the contents are visible once TP_STATUS_USER
+        // is.
         self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
     }
 
