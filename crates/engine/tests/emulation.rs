@@ -4,6 +4,8 @@
 //! `mpu`, ...) sends frames one hand-computed wire time apart. Configurations are written
 //! in ipfw syntax, as users write them.
 
+mod recording;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,6 +18,7 @@ use pspat_engine::stats::ArbiterDrop;
 use pspat_engine::SchedRef;
 use pspat_engine::{Client, SubmitError};
 use pspat_io::{Backend, Pkt, SendError, Sender};
+use recording::{Recorded, RecordingBackend};
 
 /// Records, per packet sent, what `what` reads of it when it reaches the backend (given
 /// the clock then): how long after its submission ([`delays`]), when the emulated link
@@ -240,43 +243,24 @@ fn statistics_show_the_delay_line() {
     assert_eq!(report.snapshot.clients[0].sent, 100);
 }
 
-/// What reached the backend: per packet sent, its tag (`seq`) and how long after its
-/// submission it was sent (ns); the tags of the packets discarded.
-#[derive(Default)]
-struct Fates {
-    sent: Mutex<Vec<(u32, u64)>>,
-    discarded: Mutex<Vec<u32>>,
-}
-
-struct FateBackend(Arc<Fates>);
-struct FateSender(Arc<Fates>);
-
-impl Backend for FateBackend {
-    fn name(&self) -> &'static str {
-        "fates"
-    }
-    fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
-        Ok(Box::new(FateSender(Arc::clone(&self.0))))
-    }
-    fn discard(&self, pkts: &[Pkt]) {
-        self.0
-            .discarded
-            .lock()
-            .unwrap()
-            .extend(pkts.iter().map(|p| p.seq));
-    }
-}
-
-impl Sender for FateSender {
-    fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
-        let now = clock::now_ns();
-        self.0
-            .sent
-            .lock()
-            .unwrap()
-            .extend(batch.iter().map(|p| (p.seq, now - p.submit_ns)));
-        Ok(batch.len())
-    }
+/// An engine with `one_pass 0`, pipes 1 and 2 configured with `pipe1` and `pipe2`, and
+/// rules that send every packet through pipe 1, then pipe 2, then allow it; its backend
+/// records what it sends and discards.
+fn chained(pipe1: &str, pipe2: &str) -> (Engine, Vec<Client>, Arc<Recorded>) {
+    let fates = Arc::new(Recorded::default());
+    let (engine, clients) = start(
+        &format!(
+            "sysctl net.inet.ip.fw.one_pass=0\n\
+             pipe 1 config {pipe1}\n\
+             pipe 2 config {pipe2}\n\
+             add 100 pipe 1 ip from any to any\n\
+             add 200 pipe 2 ip from any to any\n\
+             add 300 allow ip from any to any\n"
+        ),
+        1,
+        Arc::new(RecordingBackend(Arc::clone(&fates))),
+    );
+    (engine, clients, fates)
 }
 
 /// With `one_pass 0` a packet leaving pipe 1 goes on at the next rule and crosses pipe 2:
@@ -285,23 +269,19 @@ impl Sender for FateSender {
 #[test]
 fn one_pass_0_sends_a_packet_through_every_pipe_its_rules_name() {
     const N: u32 = 1_000;
-    let fates = Arc::new(Fates::default());
-    let (engine, mut clients) = start(
-        "sysctl net.inet.ip.fw.one_pass=0\n\
-         pipe 1 config bw 20Mbit/s queue 2000\n\
-         pipe 2 config delay 20\n\
-         add 100 pipe 1 ip from any to any\n\
-         add 200 pipe 2 ip from any to any\n\
-         add 300 allow ip from any to any\n",
-        1,
-        Arc::new(FateBackend(Arc::clone(&fates))),
-    );
+    let (engine, mut clients, fates) = chained("bw 20Mbit/s queue 2000", "delay 20");
     submit_all(&mut clients[0], &key(1), N, 1000);
     let report = engine.stop(true);
     let c = &report.snapshot.clients[0];
     assert_eq!((c.sent, c.dropped_total()), (u64::from(N), 0));
     assert_eq!(c.enqueued, u64::from(N));
-    let sent = fates.sent.lock().unwrap();
+    let sent: Vec<(u32, u64)> = fates
+        .sent_at
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(p, at)| (p.seq, at - p.submit_ns))
+        .collect();
     // Each packet is sent with its own tag (its sequence number here), once.
     let mut tags: Vec<u32> = sent.iter().map(|s| s.0).collect();
     tags.sort_unstable();
@@ -334,17 +314,7 @@ fn one_pass_0_sends_a_packet_through_every_pipe_its_rules_name() {
 #[test]
 fn one_pass_0_counts_a_drop_at_a_later_pipe() {
     const N: u32 = 1_000;
-    let fates = Arc::new(Fates::default());
-    let (engine, mut clients) = start(
-        "sysctl net.inet.ip.fw.one_pass=0\n\
-         pipe 1 config bw 40Mbit/s queue 2000\n\
-         pipe 2 config bw 10Mbit/s queue 20\n\
-         add 100 pipe 1 ip from any to any\n\
-         add 200 pipe 2 ip from any to any\n\
-         add 300 allow ip from any to any\n",
-        1,
-        Arc::new(FateBackend(Arc::clone(&fates))),
-    );
+    let (engine, mut clients, fates) = chained("bw 40Mbit/s queue 2000", "bw 10Mbit/s queue 20");
     submit_all(&mut clients[0], &key(1), N, 1000);
     let report = engine.stop(true);
     let c = &report.snapshot.clients[0];
@@ -360,7 +330,7 @@ fn one_pass_0_counts_a_drop_at_a_later_pipe() {
     assert_eq!(at(1).sent_pkts, u64::from(N));
     assert_eq!(at(2).drops.total(), full);
     // Every tag comes back once: sent or discarded.
-    let mut tags: Vec<u32> = fates.sent.lock().unwrap().iter().map(|s| s.0).collect();
+    let mut tags: Vec<u32> = fates.sent.lock().unwrap().clone();
     tags.extend(fates.discarded.lock().unwrap().iter());
     tags.sort_unstable();
     assert_eq!(tags, (0..N).collect::<Vec<_>>());

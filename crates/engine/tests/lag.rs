@@ -3,36 +3,14 @@
 //! so that queue limits see the queues as they would have been; a backlog older than the
 //! lag window does not make the link burst to catch up.
 
-use std::sync::{Arc, Mutex};
+mod recording;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use pspat_engine::{clock, ClientConfig, Engine, EngineConfig};
-use pspat_io::{Backend, Pkt, SendError, Sender};
 use pspat_sched::FlowParams;
-
-/// When each packet reached the backend (ns on the engine clock).
-#[derive(Default)]
-struct Times(Mutex<Vec<u64>>);
-
-struct TimeBackend(Arc<Times>);
-struct TimeSender(Arc<Times>);
-
-impl Backend for TimeBackend {
-    fn name(&self) -> &'static str {
-        "times"
-    }
-    fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
-        Ok(Box::new(TimeSender(Arc::clone(&self.0))))
-    }
-}
-
-impl Sender for TimeSender {
-    fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
-        let now = clock::now_ns();
-        self.0 .0.lock().unwrap().extend(batch.iter().map(|_| now));
-        Ok(batch.len())
-    }
-}
+use recording::{Recorded, RecordingBackend};
 
 const FLOWS: u32 = 4;
 const N: u64 = 400;
@@ -43,7 +21,7 @@ const RATE: u64 = 100_000_000;
 /// An engine with `FLOWS` DRR flows of `limit` packets on a 100 Mbit/s link, draining its
 /// mailbox only every 100 ms (once when it starts, then 100 ms later), so that what one
 /// client submits meanwhile is found at once (as when the arbiter was descheduled).
-fn start(limit: u32, max_lag_ns: u64, times: &Arc<Times>) -> (Engine, pspat_engine::Client) {
+fn start(limit: u32, max_lag_ns: u64, times: &Arc<Recorded>) -> (Engine, pspat_engine::Client) {
     let flows = vec![FlowParams::weighted(1).with_limit_pkts(limit); FLOWS as usize];
     let mut cfg = EngineConfig::new("drr", flows, vec![ClientConfig::default()]);
     cfg.rate_bps = RATE;
@@ -53,7 +31,7 @@ fn start(limit: u32, max_lag_ns: u64, times: &Arc<Times>) -> (Engine, pspat_engi
     cfg.spin_ns = 10_000_000_000;
     cfg.max_lag_ns = max_lag_ns;
     let (engine, mut clients) =
-        Engine::start(&cfg, Arc::new(TimeBackend(Arc::clone(times)))).unwrap();
+        Engine::start(&cfg, Arc::new(RecordingBackend(Arc::clone(times)))).unwrap();
     (engine, clients.pop().unwrap())
 }
 
@@ -82,7 +60,7 @@ fn submit_backlog(c: &mut pspat_engine::Client) {
 /// drain before replay entered all 400 at once: 360 were dropped.)
 #[test]
 fn a_backlog_is_replayed_in_order_of_arrival() {
-    let times = Arc::new(Times::default());
+    let times = Arc::new(Recorded::default());
     let (engine, mut c) = start(10, 100_000_000, &times);
     submit_backlog(&mut c);
     let report = engine.stop(true);
@@ -97,13 +75,13 @@ fn a_backlog_is_replayed_in_order_of_arrival() {
 /// window's start.
 #[test]
 fn a_backlog_older_than_the_lag_window_is_sent_at_the_link_rate() {
-    let times = Arc::new(Times::default());
+    let times = Arc::new(Recorded::default());
     let (engine, mut c) = start(N as u32, 1_000_000, &times);
     submit_backlog(&mut c);
     let report = engine.stop(true);
     assert_eq!(report.snapshot.clients[0].sent, N);
-    let t = times.0.lock().unwrap();
-    let span = Duration::from_nanos(t[t.len() - 1] - t[0]);
+    let t = times.sent_at.lock().unwrap();
+    let span = Duration::from_nanos(t[t.len() - 1].1 - t[0].1);
     // 400 packets of 80 us, less the window's 1 ms and a few scans of slack.
     assert!(
         span >= Duration::from_millis(25),

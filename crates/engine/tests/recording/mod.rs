@@ -1,8 +1,10 @@
 //! A backend that records the `seq` of every packet it sends and of every packet it is told
-//! to discard: the tests that check each packet comes back exactly once read both lists.
+//! to discard (the tests that check each packet comes back exactly once read both lists),
+//! and every packet sent with when it was sent (the tests of timing).
 
 use std::sync::{Arc, Mutex};
 
+use pspat_engine::clock;
 use pspat_io::{Backend, Pkt, SendError, Sender};
 
 /// What a [`RecordingBackend`] saw: `seq` values, in the order they came.
@@ -12,6 +14,8 @@ pub struct Recorded {
     pub sent: Mutex<Vec<u32>>,
     /// Given to `Backend::discard`.
     pub discarded: Mutex<Vec<u32>>,
+    /// Sent, each with the engine clock's reading when it was (ns).
+    pub sent_at: Mutex<Vec<(Pkt, u64)>>,
 }
 
 /// Writes into the shared [`Recorded`].
@@ -37,11 +41,17 @@ impl Backend for RecordingBackend {
 
 impl Sender for RecordingSender {
     fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
+        let now = clock::now_ns();
         self.0
             .sent
             .lock()
             .unwrap()
             .extend(batch.iter().map(|p| p.seq));
+        self.0
+            .sent_at
+            .lock()
+            .unwrap()
+            .extend(batch.iter().map(|p| (*p, now)));
         Ok(batch.len())
     }
 }
