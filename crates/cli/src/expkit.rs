@@ -1,6 +1,6 @@
-//! `pspat udpgen`, `pspat udpsink` and `pspat experiment row|plot|summary`: the shaper experiment
-//! kit's tools (`pspat-expkit`) behind a command line. Here are only the options, their
-//! conversion to the library's settings, and the printing.
+//! `pspat udpgen`, `pspat udpsink` and `pspat experiment row|plot|summary`: the shaper
+//! experiment kit's tools (`pspat-expkit`) behind a command line. Here are only the options,
+//! their conversion to the library's settings, and the printing.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

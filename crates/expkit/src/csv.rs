@@ -243,8 +243,10 @@ const OPTIONAL: [&str; 6] = [
     "sink_drops",
 ];
 
-/// Parses a results CSV: the header must name at least the [`REQUIRED`] columns; an
-/// empty cell, or a missing later column, reads as NaN (no value; not plotted).
+/// Parses a results CSV: the header must name at least set, mode, senders, offered_pps,
+/// delivered_pps, max_share_err, victim_p50_us and victim_p99_us (columns of the file's
+/// first version); an empty cell, or a missing later column, reads as NaN (no value; not
+/// plotted).
 pub fn parse_results(text: &str) -> Result<Vec<Point>, CsvError> {
     let mut lines = text
         .lines()

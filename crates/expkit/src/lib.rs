@@ -1,8 +1,8 @@
 //! pspat-expkit: the shaper experiment kit's traffic tools (`experiments/shaper/run.sh`) as
 //! a library: a UDP generator of M senders and a victim, a UDP sink that measures what
 //! arrives, and the analysis of their reports (shares against their fair targets, CPU per
-//! packet, the results CSV, the figures). `pspat udpgen`, `pspat udpsink` and `pspat experiment row|plot` are this
-//! crate behind a command line.
+//! packet, the results CSV, the figures). `pspat udpgen`, `pspat udpsink` and
+//! `pspat experiment row|plot|summary` are this crate behind a command line.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,8 +37,8 @@
 //! | `client.rs` | the sink's per-client account: sequence gaps, reordering, latency histogram |
 //! | `sink_report.rs` | [`SinkReport`], [`ClientReport`], [`Latency`] |
 //! | `limits.rs` | what each option accepts (durations, rates, lengths, senders) |
-//! | `shares.rs` | [`Share`]s against their max-min fair targets, [`Fairness`] (share error, Jain's index) |
-//! | `cpu.rs` | [`CpuSample`]s of /proc/stat and the shaper's /proc/PID/stat, [`CpuUse`], CPU per packet |
+//! | `shares.rs` | [`Share`]s against max-min fair targets, [`Fairness`] (error, Jain's index) |
+//! | `cpu.rs` | [`CpuSample`]s (/proc/stat, the shaper's /proc/PID/stat), [`CpuUse`] per packet |
 //! | `row.rs` | [`Row`]: one run's figures from the two reports (and the CPU samples, a baseline) |
 //! | `csv.rs` | the results and shares CSVs: line format, appending, the parser |
 //! | `figures.rs` | the four figures per set, drawn by `pspat-plot` |
