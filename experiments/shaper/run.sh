@@ -8,7 +8,8 @@
 #
 # Usage (as root): experiments/shaper/run.sh [--quick] [options]; see --help and
 # docs/EXPERIMENTS.md. Writes experiments/shaper/results/{results.csv,shares.csv,*.svg}
-# and each run's reports and logs under results/runs/ (not committed).
+# and each run's reports and logs under results/runs/ (not committed), and prints a
+# summary table per set.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,8 +18,8 @@ repo=$(cd "$here/../.." && pwd)
 usage() {
     cat <<EOF
 usage: $0 [--quick] [--senders "1 2 4 8 16 32"] [--modes "pspat htb none"]
-          [--sets "shares cpu"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
-          [--link-mbit N] [--overload X] [--alg NAME] [--sink-spin-us N]
+          [--sets "shares cpu idle"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
+          [--link-mbit N] [--overload X] [--idle-load X] [--alg NAME] [--sink-spin-us N]
           [--shaper-nice N] [--sink-nice N] [--shaper-cpus LIST] [--shape-args "OPTIONS"]
           [--receiver-rps MASK|off]
 
@@ -32,7 +33,13 @@ Runs, for each set, each number of senders M and each mode, one measurement:
                  shares and victim latency
          cpu:    link of 10 Gbit/s, senders as fast as they can: the CPU is the limit;
                  measures delivered packets per second
---quick: M in 2 8, shorter runs (about 1.5 minutes in all).
+         idle:   link of --link-mbit, the senders paced to --idle-load (default 0.01)
+                 of it in all: the victim's added latency on an idle link
+  Every run also measures the CPU time per forwarded packet: the shaper's threads (pspat)
+  and the softirq time of all CPUs (every mode) over the counting window, per packet the
+  sink counted. Each row of a mode is set against the bridge alone (none) of the same M:
+  the victim's added p50 and p99 latency.
+--quick: M in 2 8, shorter runs (about 30 s per set).
 --sink-spin-us N|block: "block" (the default): the sink sleeps in recvmmsg and never
   spins; N: it busy-polls, spinning N us after each datagram before it sleeps (0: it
   spins all the time). Spinning suits a sink with a CPU of its own; here it shares one
@@ -57,7 +64,7 @@ EOF
 # ---- settings --------------------------------------------------------------------------
 senders_list="1 2 4 8 16 32"
 modes="pspat htb none"
-sets="shares cpu"
+sets="shares cpu idle"
 out="$here/results"
 pspat_bin="$repo/target/release/pspat"
 duration=""          # counting window per run, seconds (default 3, quick 1.5)
@@ -79,6 +86,7 @@ victim_weight=20
 weights="1,2,3,4"    # sender i has weight 1 + (i mod 4)
 qlimit=100           # packets per queue, pspat and pfifo alike
 overload=2           # 'shares' set: offered load / link rate
+idle_load=0.01       # 'idle' set: offered load of the greedy senders / link rate
 port=9000
 base=10000           # sender i sends from port base + i
 victim_port=20000
@@ -96,6 +104,7 @@ while [ $# -gt 0 ]; do
         --link-mbit) link_mbit="$2"; shift ;;
         --alg) alg="$2"; shift ;;
         --overload) overload="$2"; shift ;;
+        --idle-load) idle_load="$2"; shift ;;
         --sink-spin-us) sink_spin_us="$2"; shift ;;
         --shape-args) shape_args="$2"; shift ;;
         --shaper-nice) shaper_nice="$2"; shift ;;
@@ -125,7 +134,7 @@ if [ "$(id -u)" != 0 ]; then
     echo "error: run as root: the kit creates network namespaces and veth pairs" >&2
     exit 1
 fi
-for tool in ip tc awk; do
+for tool in ip tc awk getconf; do
     command -v "$tool" >/dev/null || { echo "error: '$tool' is not installed" >&2; exit 1; }
 done
 case "$receiver_rps" in
@@ -136,7 +145,7 @@ for m in $modes; do
     case "$m" in pspat|htb|none) ;; *) echo "error: unknown mode '$m'" >&2; exit 2 ;; esac
 done
 for s in $sets; do
-    case "$s" in shares|cpu) ;; *) echo "error: unknown set '$s'" >&2; exit 2 ;; esac
+    case "$s" in shares|cpu|idle) ;; *) echo "error: unknown set '$s'" >&2; exit 2 ;; esac
 done
 for m in $senders_list; do
     case "$m" in ''|*[!0-9]*) echo "error: sender count '$m' is not a number" >&2; exit 2 ;; esac
@@ -223,6 +232,48 @@ if [ "$receiver_rps" != off ]; then
     in_ns "$ns_rcv" sh -c "echo $receiver_rps > /sys/class/net/r0/queues/rx-0/rps_cpus"
 fi
 
+# The unit of /proc/stat's and /proc/PID/stat's CPU times (USER_HZ).
+clk_tck=$(getconf CLK_TCK)
+
+# cpu_sample FILE [PID]: the CPU counters now, in the format crates/expkit/src/cpu.rs
+# reads: the wall clock in µs, the counters' unit, /proc/stat's cpu lines (the softirq
+# time of all CPUs and of each) and, with a PID, the shaper's /proc/PID/stat (its utime
+# and stime, all threads). Shell builtins only, so that the sample costs no process and
+# its parts are microseconds apart. /proc/softirqs (how often each softirq ran, per CPU:
+# counts, not time) goes beside it, to see which softirqs the time went to.
+cpu_sample() {
+    local t=$EPOCHREALTIME stat irqs proc="" l
+    mapfile -t stat </proc/stat
+    if [ -n "${2:-}" ]; then read -r proc <"/proc/$2/stat"; fi
+    mapfile -t irqs </proc/softirqs
+    {
+        echo "time_us ${t//[.,]/}"
+        echo "clk_tck $clk_tck"
+        for l in "${stat[@]}"; do
+            case "$l" in cpu*) echo "$l" ;; esac
+        done
+        if [ -n "$proc" ]; then echo "shaper $proc"; fi
+    } >"$1"
+    printf '%s\n' "${irqs[@]}" >"${1%.txt}-softirqs.txt"
+}
+
+# cpu_window DIR [PID]: samples at the start and the end of the sink's counting window,
+# into DIR/cpu-before.txt and DIR/cpu-after.txt. Started just before udpgen: the sink's
+# warm-up starts at the first datagram, a few ms later, so the two windows differ by
+# that much at each end; the row compares rates (CPU seconds per second against packets
+# per second), not counts.
+cpu_window() {
+    sleep "$warmup"
+    cpu_sample "$1/cpu-before.txt" "${2:-}"
+    sleep "$duration"
+    cpu_sample "$1/cpu-after.txt" "${2:-}"
+}
+
+# link rate of set $1, bit/s
+link_of() {
+    if [ "$1" = cpu ]; then echo 10000000000; else echo $((link_mbit * 1000000)); fi
+}
+
 # weight of sender $1
 weight_of() { local w; IFS=, read -ra w <<<"$weights"; echo "${w[$(($1 % ${#w[@]}))]}"; }
 
@@ -298,16 +349,17 @@ sink_s=$(awk -v g="$gen_s" 'BEGIN { print g + 20 }')
 echo "pspat shaper kit: sets [$sets], modes [$modes], M in [$senders_list]; per run" \
      "${warmup}s warm-up + ${duration}s counted; namespaces $pfx-*" >&2
 run_one() { # set mode m
-    local set=$1 mode=$2 m=$3 link rate tag dir sink shaper=""
-    if [ "$set" = shares ]; then
-        link=$((link_mbit * 1000000))
-        # offered: $overload x the link in packets/s, split evenly
-        rate=$(awk -v l="$link" -v o="$overload" -v len="$len" -v m="$m" \
-            'BEGIN { printf "%.0f", l * o / (8 * len) / m }')
-    else
-        link=10000000000
-        rate=0
-    fi
+    local set=$1 mode=$2 m=$3 link rate load tag dir sink sampler shaper=""
+    link=$(link_of "$set")
+    case "$set" in
+        shares|idle)
+            # offered: $overload (shares) or $idle_load (idle) x the link in packets/s,
+            # split evenly
+            if [ "$set" = shares ]; then load=$overload; else load=$idle_load; fi
+            rate=$(awk -v l="$link" -v o="$load" -v len="$len" -v m="$m" \
+                'BEGIN { printf "%.3f", l * o / (8 * len) / m }') ;;
+        cpu) rate=0 ;;
+    esac
     tag="$set-$mode-$m"
     dir="$out/runs/$tag"
     mkdir -p "$dir"
@@ -335,12 +387,18 @@ run_one() { # set mode m
     # Where packets are lost: UDP receive-buffer drops in rcv, backlog drops (softnet).
     in_ns "$ns_rcv" grep '^Udp:' /proc/net/snmp >"$dir/udp-before.txt"
     cat /proc/net/softnet_stat >"$dir/softnet-before.txt"
+    rm -f "$dir"/cpu-*.txt
+    cpu_window "$dir" "$shaper" &
+    sampler=$!
+    pids+=("$sampler")
     in_ns "$ns_snd" "$pspat_bin" udpgen --dest "10.77.0.2:$port" --senders "$m" \
         --len "$len" --duration "$gen_s" --src-port-base "$base" --rate "$rate" \
         --victim-rate "$victim_rate" --victim-port "$victim_port" --victim-len "$victim_len" \
         --cpus "$gen_cpus" \
         --json "$dir/gen.json" >"$dir/gen.out" 2>"$dir/gen.err" \
         || { echo "error: udpgen failed:" >&2; cat "$dir/gen.err" >&2; return 1; }
+    wait "$sampler" || { echo "error: the CPU samples of $tag failed" >&2; return 1; }
+    stop "$sampler"
     wait "$sink" || { echo "error: udpsink failed:" >&2; cat "$dir/sink.err" >&2; return 1; }
     in_ns "$ns_rcv" grep '^Udp:' /proc/net/snmp >"$dir/udp-after.txt"
     cat /proc/net/softnet_stat >"$dir/softnet-after.txt"
@@ -348,22 +406,40 @@ run_one() { # set mode m
     if [ -n "$shaper" ]; then stop "$shaper"; fi
     tc -n "$ns_shp" -s qdisc show dev r1 >"$dir/tc.txt" 2>&1 || true
     [ "$mode" = pspat ] || bridge_down
-    local drops
+}
+
+# The results line of run (set, mode, M), once every mode of that M ran; $4: the
+# baseline's (the bridge alone's) sink report, if it ran.
+row_of() { # set mode m [baseline-sink.json]
+    local set=$1 mode=$2 m=$3 dir="$out/runs/$1-$2-$3" drops baseline=()
     drops=$(awk '$1 == "Udp:" && $2 ~ /^[0-9]+$/ { v[n++] = $6 } END { print v[1] - v[0] }' \
         "$dir/udp-before.txt" "$dir/udp-after.txt")
-    "$pspat_bin" experiment row --set "$set" --mode "$mode" --link-bps "$link" \
+    if [ -n "${4:-}" ]; then baseline=(--baseline-sink "$4"); fi
+    "$pspat_bin" experiment row --set "$set" --mode "$mode" --link-bps "$(link_of "$set")" \
         --weights "$weights" --gen "$dir/gen.json" --sink "$dir/sink.json" \
         --sink-drops "$drops" \
+        --cpu-before "$dir/cpu-before.txt" --cpu-after "$dir/cpu-after.txt" \
+        "${baseline[@]+"${baseline[@]}"}" \
         --csv "$csv" --shares-csv "$shares_csv"
 }
 
 for set in $sets; do
     for m in $senders_list; do
+        ran=()
         for mode in $modes; do
             if [ "$mode" = pspat ] && [ "$have_shape" = 0 ]; then continue; fi
             run_one "$set" "$mode" "$m"
+            ran+=("$mode")
+        done
+        # The bridge alone (none), when it ran in this invocation, is every mode's
+        # baseline for the victim's latency: same M, same senders, minutes apart at most.
+        bridge_sink=""
+        case " ${ran[*]-} " in *" none "*) bridge_sink="$out/runs/$set-none-$m/sink.json" ;; esac
+        for mode in "${ran[@]+"${ran[@]}"}"; do
+            row_of "$set" "$mode" "$m" "$bridge_sink"
         done
     done
 done
 "$pspat_bin" experiment plot "$csv" "$out" >/dev/null
 echo "results: $csv, $shares_csv; plots: $out/*.svg" >&2
+"$pspat_bin" experiment summary "$csv"

@@ -1,6 +1,6 @@
-//! `pspat udpgen`, `pspat udpsink` and `pspat experiment row|plot`: the shaper experiment
-//! kit's tools (`pspat-expkit`) behind a command line. Here are only the options, their
-//! conversion to the library's settings, and the printing.
+//! `pspat udpgen`, `pspat udpsink` and `pspat experiment row|plot|summary`: the shaper
+//! experiment kit's tools (`pspat-expkit`) behind a command line. Here are only the options,
+//! their conversion to the library's settings, and the printing.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use pspat_expkit::csv::Point;
 use pspat_expkit::{
-    csv, figures, GenConfig, GenReport, Generator, Row, RowSpec, Sink, SinkConfig, SinkError,
-    SinkReport,
+    csv, figures, CpuUse, GenConfig, GenReport, Generator, Row, RowSpec, Sink, SinkConfig,
+    SinkError, SinkReport, VictimFigures,
 };
 use pspat_io::cpu::CpuList;
 use pspat_units::{parse_bandwidth, parse_bytes, parse_duration, parse_packet_rate};
@@ -95,9 +96,14 @@ pub struct SinkArgs {
 #[derive(Subcommand, Debug)]
 pub enum ExperimentCmd {
     /// Appends one run's figures (from udpgen's and udpsink's JSON) to a results CSV.
-    Row(RowArgs),
-    /// Plots a results CSV: delivered pps, max share error, victim p99 against senders.
+    // (Boxed: its many paths make it five times the size of the other variants.)
+    Row(Box<RowArgs>),
+    /// Plots a results CSV: delivered pps, max share error, victim p99 and CPU per packet
+    /// against senders.
     Plot(PlotArgs),
+    /// Prints a results CSV as one table per set: rates, share error, victim latency (and
+    /// what it adds to the bridge alone's), CPU per forwarded packet.
+    Summary(SummaryArgs),
 }
 
 #[derive(Args, Debug)]
@@ -131,6 +137,24 @@ pub struct RowArgs {
     /// Also append each greedy sender's share against its target to this CSV.
     #[arg(long, value_name = "FILE")]
     shares_csv: Option<PathBuf>,
+    /// CPU sample taken at the start of the sink's counting window (the kit's format:
+    /// time_us, clk_tck, /proc/stat's cpu lines, `shaper` + /proc/PID/stat); with
+    /// --cpu-after, the row gets the CPU nanoseconds per delivered packet.
+    #[arg(long, value_name = "FILE", requires = "cpu_after")]
+    cpu_before: Option<PathBuf>,
+    /// CPU sample taken at the end of the window.
+    #[arg(long, value_name = "FILE", requires = "cpu_before")]
+    cpu_after: Option<PathBuf>,
+    /// udpsink's JSON report of the baseline run (the bridge alone, same senders): the
+    /// row gets the victim's p50 and p99 latency above the baseline's.
+    #[arg(long, value_name = "FILE")]
+    baseline_sink: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SummaryArgs {
+    /// The results CSV written by `pspat experiment row`.
+    csv: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -274,6 +298,7 @@ fn print_sink(r: &SinkReport) -> Result<()> {
 pub fn experiment(cmd: ExperimentCmd) -> Result<()> {
     match cmd {
         ExperimentCmd::Row(a) => {
+            let a = *a;
             let spec = RowSpec {
                 set: a.set,
                 mode: a.mode,
@@ -285,23 +310,18 @@ pub fn experiment(cmd: ExperimentCmd) -> Result<()> {
             spec.validate()?;
             let gen = GenReport::read(&a.gen)?;
             let sink = SinkReport::read(&a.sink)?;
-            let row = Row::new(spec, &gen, &sink)?;
+            let mut row = Row::new(spec, &gen, &sink)?;
+            if let (Some(before), Some(after)) = (&a.cpu_before, &a.cpu_after) {
+                row = row.with_cpu(CpuUse::read(before, after)?);
+            }
+            if let Some(path) = &a.baseline_sink {
+                row = row.with_baseline(&SinkReport::read(path)?);
+            }
             csv::append_row(&a.csv, &row)?;
             if let Some(path) = &a.shares_csv {
                 csv::append_shares(path, &row)?;
             }
-            emit(&format!(
-                "{} {} M={}: delivered {:.0} pps ({:.1} Mbit/s), max share error {:.2}%, \
-                 victim p99 {} us",
-                row.spec.set,
-                row.spec.mode,
-                row.senders,
-                row.delivered_pps,
-                row.delivered_mbps,
-                row.fairness.max_share_err * 100.0,
-                row.victim_p99_us()
-                    .map_or("-".into(), |us| format!("{us:.1}"))
-            ))
+            emit(&row_line(&row))
         }
         ExperimentCmd::Plot(a) => {
             for path in figures::plot_results(&a.csv, &a.outdir)? {
@@ -309,5 +329,104 @@ pub fn experiment(cmd: ExperimentCmd) -> Result<()> {
             }
             Ok(())
         }
+        ExperimentCmd::Summary(a) => emit(&summary(&csv::read_results(&a.csv)?)),
     }
+}
+
+/// One run's line, as the kit prints it after each run.
+fn row_line(row: &Row) -> String {
+    let mut line = format!(
+        "{} {} M={}: delivered {:.0} pps ({:.1} Mbit/s), max share error {:.2}% \
+         (against weights alone {:.2}%), victim p50/p99 {}",
+        row.spec.set,
+        row.spec.mode,
+        row.senders,
+        row.delivered_pps,
+        row.delivered_mbps,
+        row.fairness.max_share_err * 100.0,
+        row.fairness.max_share_err_weight * 100.0,
+        match &row.victim {
+            VictimFigures::Received { latency: l, .. } => format!(
+                "{:.1}/{:.1} us",
+                l.p50_ns as f64 / 1e3,
+                l.p99_ns as f64 / 1e3
+            ),
+            _ => "-".into(),
+        }
+    );
+    if let Some(a) = row.added_latency {
+        line += &format!(
+            " ({:+.1}/{:+.1} us against the bridge alone)",
+            a.p50_ns as f64 / 1e3,
+            a.p99_ns as f64 / 1e3
+        );
+    }
+    if let (Some(p), Some(u)) = (row.cpu_per_packet(), row.cpu) {
+        line += &format!("; CPU {:.0} ns/pkt", p.total_ns);
+        line += &match (p.shaper_ns, u.shaper_cpus) {
+            (Some(ns), Some(cpus)) => format!(
+                " (shaper {ns:.0} = {cpus:.2} CPU, softirq {:.0} = {:.2} CPU)",
+                p.softirq_ns, u.softirq_cpus
+            ),
+            _ => format!(" (softirq, {:.2} CPU)", u.softirq_cpus),
+        };
+    }
+    line
+}
+
+/// The results as one table per set, in the file's order.
+fn summary(points: &[Point]) -> String {
+    // A value there is none of prints as "-".
+    let f = |v: f64, decimals: usize| {
+        if v.is_finite() {
+            format!("{v:.decimals$}")
+        } else {
+            "-".into()
+        }
+    };
+    let mut out = String::new();
+    for set in csv::sets(points) {
+        let rows: Vec<Vec<String>> = points
+            .iter()
+            .filter(|p| p.set == set)
+            .map(|p| {
+                vec![
+                    p.senders.to_string(),
+                    p.mode.clone(),
+                    f(p.offered_pps / 1e3, 1),
+                    f(p.delivered_pps / 1e3, 1),
+                    f(p.max_share_err * 100.0, 2),
+                    f(p.victim_p50_us, 0),
+                    f(p.victim_p99_us, 0),
+                    f(p.victim_added_p50_us, 0),
+                    f(p.victim_added_p99_us, 0),
+                    f(p.cpu_ns_per_pkt, 0),
+                    f(p.shaper_ns_per_pkt, 0),
+                    f(p.softirq_ns_per_pkt, 0),
+                    f(p.sink_drops, 0),
+                ]
+            })
+            .collect();
+        let t = table::render(
+            &[
+                "M",
+                "mode",
+                "offered kpps",
+                "delivered kpps",
+                "share err %",
+                "victim p50 us",
+                "p99 us",
+                "added p50 us",
+                "added p99 us",
+                "CPU ns/pkt",
+                "shaper",
+                "softirq",
+                "sink drops",
+            ],
+            &rows,
+            &[0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+        );
+        out += &format!("set {set}:\n{t}");
+    }
+    out.trim_end().to_owned()
 }

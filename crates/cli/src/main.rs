@@ -101,7 +101,7 @@ stderr once the socket is bound.",
 --idle 1 --busy-poll --json sink.json"
     )]
     Udpsink(expkit::SinkArgs),
-    /// The shaper experiment kit's analysis: results CSV rows and plots.
+    /// The shaper experiment kit's analysis: results CSV rows, plots and the summary.
     Experiment {
         #[command(subcommand)]
         what: expkit::ExperimentCmd,

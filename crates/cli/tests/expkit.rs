@@ -123,7 +123,8 @@ fn gen_into_sink_counts_add_up_and_latency_is_recorded() {
     assert_eq!(s["received_total"].as_u64(), Some(total));
     assert_eq!(s["garbled"], 0);
 
-    // The analysis: one CSV line, then three plots.
+    // The analysis: one CSV line (then one with CPU samples and a baseline), the summary,
+    // then four plots.
     let csv = dir.join("results.csv");
     let shares = dir.join("shares.csv");
     let out = pspat()
@@ -151,10 +152,115 @@ fn gen_into_sink_counts_add_up_and_latency_is_recorded() {
     let cell = |name: &str| row[head.iter().position(|h| *h == name).unwrap()];
     assert_eq!(cell("senders"), "2");
     assert_eq!(cell("victim_pkts"), flows[2]["packets"].to_string());
-    // Equal rates against weights 1:3: sender 0 has about twice its 25% target.
+    // Equal rates, all delivered: the fair targets are the offered rates (no error), and
+    // against weights 1:3 alone sender 0 has about twice its 25%.
     let err: f64 = cell("max_share_err").parse().unwrap();
+    assert!(err < 0.1, "{err}");
+    let err: f64 = cell("max_share_err_weight").parse().unwrap();
     assert!((0.9..1.1).contains(&err), "{err}");
     assert_eq!(std::fs::read_to_string(&shares).unwrap().lines().count(), 3);
+    assert_eq!(cell("cpu_ns_per_pkt"), "");
+
+    // The same run with CPU samples 2 s apart (0.5 CPU of softirq, 1.5 CPU of the
+    // shaper) and itself as the baseline: no latency added.
+    let sample = |name: &str, t_us: u64, softirq: u64, utime: u64| {
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "time_us {t_us}\nclk_tck 100\ncpu  1 2 3 4 5 6 {softirq} 8 0 0\n\
+                 shaper 7 (pspat) S 1 7 7 0 -1 0 0 0 0 0 {utime} 10 0 0\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let (before, after) = (
+        sample("b.txt", 1_000_000, 100, 50),
+        sample("a.txt", 3_000_000, 200, 350),
+    );
+    let out = pspat()
+        .args(["experiment", "row", "--set", "t", "--mode", "pspat"])
+        .args(["--weights", "1,3", "--gen"])
+        .arg(&gen_json)
+        .arg("--sink")
+        .arg(&sink_json)
+        .arg("--baseline-sink")
+        .arg(&sink_json)
+        .arg("--cpu-before")
+        .arg(&before)
+        .arg("--cpu-after")
+        .arg(&after)
+        .arg("--csv")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("+0.0/+0.0 us against the bridge alone"),
+        "{said}"
+    );
+    assert!(
+        said.contains("1.50 CPU") && said.contains("0.50 CPU"),
+        "{said}"
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let row: Vec<&str> = text.lines().nth(2).unwrap().split(',').collect();
+    let cell = |name: &str| row[head.iter().position(|h| *h == name).unwrap()];
+    let pps: f64 = s["total_pps"].as_f64().unwrap();
+    let cpu: f64 = cell("cpu_ns_per_pkt").parse().unwrap();
+    assert!((cpu - 2e9 / pps).abs() < 1.0, "{cpu} ns at {pps} pps");
+    assert_eq!(cell("victim_added_p99_us"), "0.0");
+    let summary = pspat()
+        .args(["experiment", "summary"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&summary.stdout);
+    assert!(summary.status.success());
+    assert!(
+        said.starts_with("set t:\n") && said.contains("CPU ns/pkt"),
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 4, "{said}");
+    // A sample that does not parse is named; one without the other is refused.
+    let row_with = |cpu: &[&Path]| {
+        let mut c = pspat();
+        c.args([
+            "experiment",
+            "row",
+            "--set",
+            "t",
+            "--mode",
+            "x",
+            "--weights",
+            "1",
+        ])
+        .arg("--gen")
+        .arg(&gen_json)
+        .arg("--sink")
+        .arg(&sink_json)
+        .arg("--csv")
+        .arg(dir.join("other.csv"));
+        for (flag, path) in ["--cpu-before", "--cpu-after"].iter().zip(cpu) {
+            c.arg(flag).arg(path);
+        }
+        c.output().unwrap()
+    };
+    let out = row_with(&[&before, &gen_json]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("gen.json") && err.contains("unknown key"),
+        "{err}"
+    );
+    let out = row_with(&[&before]);
+    assert_eq!(out.status.code(), Some(2));
     let plots = dir.join("plots");
     pspat()
         .args(["experiment", "plot"])
@@ -162,7 +268,12 @@ fn gen_into_sink_counts_add_up_and_latency_is_recorded() {
         .arg(&plots)
         .assert()
         .success();
-    for name in ["t-pps.svg", "t-share-error.svg", "t-victim-p99.svg"] {
+    for name in [
+        "t-pps.svg",
+        "t-share-error.svg",
+        "t-victim-p99.svg",
+        "t-cpu-per-pkt.svg",
+    ] {
         let svg = std::fs::read_to_string(plots.join(name)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("none"), "{name}");
     }

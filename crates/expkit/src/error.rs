@@ -186,6 +186,37 @@ pub enum CsvError {
     },
 }
 
+/// A CPU sample that does not parse, or two that make no window (see [`crate::cpu`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CpuSampleError {
+    /// A line the sample must have.
+    #[error("no {0} line")]
+    Missing(&'static str),
+    /// Counters in ticks of 0 per second.
+    #[error("clk_tck is 0")]
+    ZeroClkTck,
+    /// A line that does not read.
+    #[error("line {line}: {what}")]
+    Line {
+        /// Line number, from 1.
+        line: usize,
+        /// What is wrong with it.
+        what: String,
+    },
+    /// Two samples with counters in different units.
+    #[error("the samples' clk_tck differ")]
+    ClkTck,
+    /// A shaper's time in one sample only.
+    #[error("one sample has a shaper line and the other not")]
+    ShaperInOne,
+    /// The second sample is not after the first.
+    #[error("the second sample is not later than the first")]
+    NoWindow,
+    /// A counter that fell (another process under the same PID, the samples swapped).
+    #[error("{0} went backwards between the samples")]
+    Backwards(&'static str),
+}
+
 /// Why an analysis step (a results row, the plots) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
@@ -213,6 +244,24 @@ pub enum AnalysisError {
         path: PathBuf,
         /// Why.
         source: serde_json::Error,
+    },
+    /// A CPU sample does not parse.
+    #[error("in the CPU sample {}", .path.display())]
+    CpuSample {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, where.
+        source: CpuSampleError,
+    },
+    /// Two CPU samples make no window.
+    #[error("between the CPU samples {} and {}", .before.display(), .after.display())]
+    CpuWindow {
+        /// The first sample.
+        before: PathBuf,
+        /// The second.
+        after: PathBuf,
+        /// What is wrong.
+        source: CpuSampleError,
     },
     /// A CSV could not be opened for appending.
     #[error("opening {}", .path.display())]

@@ -1,6 +1,6 @@
-//! The kit's figures: one set of three SVGs per experiment set (the `set` column) —
-//! delivered pps, max share error and victim p99 latency, each against the number of
-//! senders, one line per mode — drawn by `pspat-plot`.
+//! The kit's figures: one set of four SVGs per experiment set (the `set` column) —
+//! delivered pps, max share error, victim p99 latency and CPU time per forwarded packet,
+//! each against the number of senders, one line per mode — drawn by `pspat-plot`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,22 +58,17 @@ pub fn plot_results(csv: &Path, outdir: &Path) -> Result<Vec<PathBuf>, AnalysisE
 }
 
 /// Draws the figures of every set in `points` into `outdir` (created if missing): for set
-/// `S`, `S-pps.svg`, `S-share-error.svg` and `S-victim-p99.svg`. Returns the files written.
+/// `S`, `S-pps.svg`, `S-share-error.svg`, `S-victim-p99.svg` and `S-cpu-per-pkt.svg`.
+/// Returns the files written.
 pub fn plot(points: &[Point], outdir: &Path) -> Result<Vec<PathBuf>, AnalysisError> {
     std::fs::create_dir_all(outdir).map_err(|source| AnalysisError::CreateDir {
         path: outdir.to_owned(),
         source,
     })?;
-    let mut sets: Vec<&str> = Vec::new();
-    for p in points {
-        if !sets.contains(&p.set.as_str()) {
-            sets.push(&p.set);
-        }
-    }
     let mut written = Vec::new();
-    for set in sets {
+    for set in crate::csv::sets(points) {
         let pts: Vec<&Point> = points.iter().filter(|p| p.set == set).collect();
-        let figures: [(&str, String, &str, ModeSeries, bool); 3] = [
+        let figures: [(&str, String, &str, ModeSeries, bool); 4] = [
             (
                 "pps",
                 format!("{set}: delivered packets per second"),
@@ -94,6 +89,13 @@ pub fn plot(points: &[Point], outdir: &Path) -> Result<Vec<PathBuf>, AnalysisErr
                 "p99 latency, us",
                 series(&pts, |p| p.victim_p99_us),
                 true,
+            ),
+            (
+                "cpu-per-pkt",
+                format!("{set}: CPU time per forwarded packet (shaper threads + softirq)"),
+                "ns per packet",
+                series(&pts, |p| p.cpu_ns_per_pkt),
+                false,
             ),
         ];
         for (name, caption, ylabel, data, log) in figures {
@@ -151,9 +153,17 @@ mod tests {
             set: set.into(),
             mode: mode.into(),
             senders,
+            offered_pps: v,
             delivered_pps: v,
             max_share_err: f64::NAN,
+            victim_p50_us: 0.0,
             victim_p99_us: 0.0,
+            victim_added_p50_us: f64::NAN,
+            victim_added_p99_us: f64::NAN,
+            cpu_ns_per_pkt: 1e9 / v,
+            shaper_ns_per_pkt: f64::NAN,
+            softirq_ns_per_pkt: 1e9 / v,
+            sink_drops: 0.0,
         }
     }
 
@@ -181,7 +191,7 @@ mod tests {
     }
 
     #[test]
-    fn three_figures_per_set() {
+    fn four_figures_per_set() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("plots");
         let pts = [
@@ -200,9 +210,11 @@ mod tests {
                 "x-pps.svg",
                 "x-share-error.svg",
                 "x-victim-p99.svg",
+                "x-cpu-per-pkt.svg",
                 "y-pps.svg",
                 "y-share-error.svg",
-                "y-victim-p99.svg"
+                "y-victim-p99.svg",
+                "y-cpu-per-pkt.svg"
             ]
         );
         let svg = std::fs::read_to_string(&files[0]).unwrap();

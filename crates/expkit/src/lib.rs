@@ -1,8 +1,8 @@
 //! pspat-expkit: the shaper experiment kit's traffic tools (`experiments/shaper/run.sh`) as
 //! a library: a UDP generator of M senders and a victim, a UDP sink that measures what
-//! arrives, and the analysis of their reports (shares against weights, the results CSV,
-//! the figures). `pspat udpgen`, `pspat udpsink` and `pspat experiment row|plot` are this
-//! crate behind a command line.
+//! arrives, and the analysis of their reports (shares against their fair targets, CPU per
+//! packet, the results CSV, the figures). `pspat udpgen`, `pspat udpsink` and
+//! `pspat experiment row|plot|summary` are this crate behind a command line.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,10 +37,11 @@
 //! | `client.rs` | the sink's per-client account: sequence gaps, reordering, latency histogram |
 //! | `sink_report.rs` | [`SinkReport`], [`ClientReport`], [`Latency`] |
 //! | `limits.rs` | what each option accepts (durations, rates, lengths, senders) |
-//! | `shares.rs` | [`Share`]s against weights, [`Fairness`] (share error, Jain's index) |
-//! | `row.rs` | [`Row`]: one run's figures from the two reports |
+//! | `shares.rs` | [`Share`]s against max-min fair targets, [`Fairness`] (error, Jain's index) |
+//! | `cpu.rs` | [`CpuSample`]s (/proc/stat, the shaper's /proc/PID/stat), [`CpuUse`] per packet |
+//! | `row.rs` | [`Row`]: one run's figures from the two reports (and the CPU samples, a baseline) |
 //! | `csv.rs` | the results and shares CSVs: line format, appending, the parser |
-//! | `figures.rs` | the three figures per set, drawn by `pspat-plot` |
+//! | `figures.rs` | the four figures per set, drawn by `pspat-plot` |
 //! | `json.rs` | reading a report back |
 //! | `error.rs` | [`GenError`], [`SinkError`], [`AnalysisError`] and their parts |
 //!
@@ -52,6 +53,7 @@
 #![warn(missing_docs)]
 
 mod client;
+pub mod cpu;
 pub mod csv;
 pub mod error;
 pub mod figures;
@@ -67,10 +69,11 @@ pub mod shares;
 pub mod sink;
 mod sink_report;
 
-pub use error::{AnalysisError, CsvError, GenError, Invalid, SinkError};
+pub use cpu::{CpuPerPacket, CpuSample, CpuUse};
+pub use error::{AnalysisError, CpuSampleError, CsvError, GenError, Invalid, SinkError};
 pub use gen::{GenConfig, Generator, SenderPlan};
 pub use gen_report::{GenReport, SenderReport};
-pub use row::{Row, RowSpec, VictimFigures};
+pub use row::{AddedLatency, Row, RowSpec, VictimFigures};
 pub use shares::{Fairness, Share};
 pub use sink::{Sink, SinkConfig};
 pub use sink_report::{ClientReport, Latency, SinkReport};

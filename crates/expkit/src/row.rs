@@ -1,8 +1,11 @@
 //! One run's figures, from the generator's and the sink's reports: delivered packets per
 //! second (all clients, over the sink's window), loss, the greedy senders' shares against
-//! their weights ([`crate::shares`]), the victim's latency percentiles and loss. A [`Row`]
-//! is one line of the results CSV ([`crate::csv`]).
+//! their targets ([`crate::shares`]), the victim's latency percentiles and loss; and, when
+//! the script measured them, the CPU time over the window ([`Row::with_cpu`],
+//! [`crate::cpu`]) and the victim's latency added against a baseline run's
+//! ([`Row::with_baseline`]). A [`Row`] is one line of the results CSV ([`crate::csv`]).
 
+use crate::cpu::{CpuPerPacket, CpuUse};
 use crate::error::AnalysisError;
 use crate::gen_report::GenReport;
 use crate::shares::{fairness, shares, Fairness, Share};
@@ -42,6 +45,16 @@ pub enum VictimFigures {
     },
 }
 
+/// The victim's latency above a baseline run's victim (the bridge alone, same senders),
+/// ns; negative when it was faster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddedLatency {
+    /// Difference of the medians.
+    pub p50_ns: i64,
+    /// Difference of the 99th percentiles.
+    pub p99_ns: i64,
+}
+
 /// One run's figures.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -65,6 +78,13 @@ pub struct Row {
     pub fairness: Fairness,
     /// The victim's figures.
     pub victim: VictimFigures,
+    /// The victim's client number, if the run had one.
+    pub victim_client: Option<u32>,
+    /// Its latency against a baseline run's ([`Row::with_baseline`]; `None`: no baseline
+    /// given, or the victim got nothing through in one of the two).
+    pub added_latency: Option<AddedLatency>,
+    /// CPU use over the counting window ([`Row::with_cpu`]; `None`: not measured).
+    pub cpu: Option<CpuUse>,
     /// The sink's counting window, seconds.
     pub window_s: f64,
 }
@@ -93,7 +113,7 @@ impl Row {
     pub fn new(spec: RowSpec, gen: &GenReport, sink: &SinkReport) -> Result<Row, AnalysisError> {
         spec.validate()?;
         let m = gen.senders;
-        let shares = shares(m, &spec.weights, sink);
+        let shares = shares(m, &spec.weights, gen, sink);
         let lost: u64 = sink.clients.iter().map(|c| c.lost).sum();
         let wire_bytes: u64 = sink.clients.iter().map(|c| c.wire_bytes).sum();
         let victim = match gen.victim() {
@@ -122,8 +142,40 @@ impl Row {
             fairness: fairness(&shares),
             shares,
             victim,
+            victim_client: gen.victim().map(|v| v.client),
+            added_latency: None,
+            cpu: None,
             window_s: sink.window_s,
         })
+    }
+
+    /// The row with the CPU use measured over its counting window.
+    pub fn with_cpu(mut self, cpu: CpuUse) -> Row {
+        self.cpu = Some(cpu);
+        self
+    }
+
+    /// The row with its victim's latency against the victim of `baseline`, the sink's
+    /// report of a run with the same senders (so the victim has the same client number)
+    /// through the bridge alone.
+    pub fn with_baseline(mut self, baseline: &SinkReport) -> Row {
+        let base = self.victim_client.and_then(|c| baseline.client(c));
+        self.added_latency = match (&self.victim, base) {
+            (VictimFigures::Received { latency, .. }, Some(b)) if b.packets > 0 => {
+                let diff = |a: u64, b: u64| a as i64 - b as i64;
+                Some(AddedLatency {
+                    p50_ns: diff(latency.p50_ns, b.latency.p50_ns),
+                    p99_ns: diff(latency.p99_ns, b.latency.p99_ns),
+                })
+            }
+            _ => None,
+        };
+        self
+    }
+
+    /// CPU nanoseconds per delivered packet (all clients), if the CPU use was measured.
+    pub fn cpu_per_packet(&self) -> Option<CpuPerPacket> {
+        self.cpu.map(|c| c.per_packet(self.delivered_pps))
     }
 
     /// The victim's p99 latency, µs, if any of its packets got through.
@@ -182,6 +234,39 @@ mod tests {
             (&r.victim, r.victim_p99_us()),
             (&VictimFigures::NotInRun, None)
         );
+    }
+
+    #[test]
+    fn cpu_and_added_latency_join_the_row() {
+        let mut s = sink(&[(0, 100), (1, 300), (2, 50)]);
+        s.total_pps = 500.0;
+        s.clients[2].latency.p50_ns = 30_000;
+        s.clients[2].latency.p99_ns = 90_000;
+        let r = Row::new(spec(&[1, 3]), &gen(2, true), &s).unwrap();
+        assert_eq!((r.cpu_per_packet(), r.added_latency), (None, None));
+        // The baseline's victim (client 2, as here) took 10 us at p50 and 100 at p99.
+        let mut base = sink(&[(2, 40)]);
+        base.clients[0].latency.p50_ns = 10_000;
+        base.clients[0].latency.p99_ns = 100_000;
+        let cpu = CpuUse {
+            window_s: 1.0,
+            softirq_cpus: 0.25,
+            shaper_cpus: Some(0.5),
+        };
+        let r = r.with_baseline(&base).with_cpu(cpu);
+        assert_eq!(
+            r.added_latency,
+            Some(AddedLatency {
+                p50_ns: 20_000,
+                p99_ns: -10_000
+            })
+        );
+        // 0.75 CPU at 500 packets/s: 1.5 ms per packet.
+        let p = r.cpu_per_packet().unwrap();
+        assert!((p.total_ns - 1.5e6).abs() < 1e-3, "{p:?}");
+        // A baseline whose victim got nothing through gives no difference.
+        let r = r.with_baseline(&sink(&[(0, 5)]));
+        assert_eq!(r.added_latency, None);
     }
 
     #[test]
