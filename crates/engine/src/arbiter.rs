@@ -8,7 +8,8 @@
 //!    `now` competes for the link. Mailbox slots stay occupied (extracted, not released)
 //!    until the scheduler sends or drops the packet: a client can never have more packets
 //!    in the scheduler than its mailbox has slots. A backlog (more than one batch of a
-//!    mailbox: the arbiter was late, descheduled or asleep too long) is replayed: before
+//!    mailbox, arrived 100 us or more before the scan: the arbiter was late, descheduled
+//!    or asleep too long) is replayed: before
 //!    each further batch joins the queues, the links release what they would have sent by
 //!    the latest arrival so far, so that queue limits and the scheduler's choices are
 //!    those it would have made on time (the paper's drain-then-release, in the order of
@@ -66,6 +67,10 @@ use pspat_mailbox::{Config as MailboxConfig, Consumer, Producer};
 /// How much earlier than `link_idle` a link sleep ends (at most), to absorb wake-up
 /// latency. Waits shorter than `EngineConfig::link_spin_ns` are spun instead.
 const SLEEP_EARLY_NS: u64 = 100_000;
+/// A drain replays a backlog ([`Arbiter::catch_up`]) when the newest packet it entered so
+/// far arrived at least this long before the scan: the arbiter was late (descheduled, a
+/// wake-up missed), not merely busy with greedy clients.
+const REPLAY_LATE_NS: u64 = 100_000;
 /// Longest block when idle; the arbiter re-checks for a stop request this often anyway.
 const IDLE_BLOCK: Duration = Duration::from_millis(200);
 /// While it has work, the arbiter deactivates idle clients only when this many are
@@ -316,7 +321,8 @@ impl<V: Service> Arbiter<V> {
             outcome.drained = self.drain_clients(now, idle);
             self.svc.tick(now);
         }
-        outcome.sent = self.release(now) + std::mem::take(&mut self.pace.caught_up);
+        outcome.sent =
+            self.release(now, self.pace.scan_batch) + std::mem::take(&mut self.pace.caught_up);
         while let Some((p, reason)) = self.svc.late_drop() {
             self.dropped_inside(p, reason);
         }
@@ -420,6 +426,11 @@ impl<V: Service> Arbiter<V> {
                     got += n as u32;
                     if n < buf.len() {
                         break;
+                    }
+                    if now.saturating_sub(newest) < REPLAY_LATE_NS {
+                        // On time (a greedy client keeps a backlog of fresh packets):
+                        // entered as they are, released at the scan's time.
+                        continue;
                     }
                     // A backlog (the arbiter was late): before the next batch joins the
                     // queues, release what the links would have sent by the latest
@@ -606,13 +617,15 @@ impl<V: Service> Arbiter<V> {
     #[cold]
     fn catch_up(&mut self, t: u64, now: u64) {
         let t = t.min(now).max(now.saturating_sub(self.pace.max_lag_ns));
-        let sent = self.release(t);
+        let sent = self.release(t, u32::MAX);
         self.pace.caught_up += sent;
     }
 
     /// Block 2: release packets onto the emulated link while it is idle at `now`, at most
     /// `scan_batch` of them (the rest go on the next scan, after a look at the mailboxes).
-    fn release(&mut self, now: u64) -> u32 {
+    /// A drain's catch-up releases without that bound: what it releases is what the links
+    /// would have sent over the scans the arbiter missed.
+    fn release(&mut self, now: u64, scan_batch: u32) -> u32 {
         let mut sent = 0;
         if let Some(p) = self.out.stash.take() {
             if !self.out.push(p, &mut self.ports) {
@@ -623,7 +636,6 @@ impl<V: Service> Arbiter<V> {
         if !self.release_members(&mut sent) {
             return sent;
         }
-        let scan_batch = self.pace.scan_batch;
         if !self.agg.enabled() {
             if let Output::Arbiter(tx) = &mut self.out.to {
                 // The common case, one packet per decision and this thread sends: the
