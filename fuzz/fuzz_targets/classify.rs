@@ -48,6 +48,7 @@ fn config() -> Config {
             },
             max_instances: 4,
             idle_ns: 1000,
+            framing: Default::default(),
         },
     );
     for id in [1, 2, 3] {
