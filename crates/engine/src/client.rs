@@ -237,10 +237,25 @@ impl Client {
         dir: Direction,
         tag: u32,
     ) -> Result<Accepted, SubmitError> {
+        self.submit_frame_tagged_at(frame, len, dir, tag, clock::now_ns())
+    }
+
+    /// As [`Client::submit_frame_tagged`], stamped as having arrived at `arrived_ns` on the
+    /// engine clock (a receive timestamp: the links charge the frame from then, and a
+    /// frame that waited in a receive ring is one the arbiter is late for). At most now.
+    #[inline]
+    pub fn submit_frame_tagged_at(
+        &mut self,
+        frame: &[u8],
+        len: u32,
+        dir: Direction,
+        tag: u32,
+        arrived_ns: u64,
+    ) -> Result<Accepted, SubmitError> {
         let mut rng = self.rng;
         let verdict = self.classifier()?.classify_frame_with(frame, dir, &mut rng);
         self.rng = rng;
-        self.submit_verdict(verdict, len, tag)
+        self.submit_verdict_at(verdict, len, tag, arrived_ns)
     }
 
     /// As [`Client::submit_frame`], for a packet already reduced to its 5-tuple.
@@ -285,6 +300,17 @@ impl Client {
         verdict: Verdict,
         len: u32,
         tag: u32,
+    ) -> Result<Accepted, SubmitError> {
+        self.submit_verdict_at(verdict, len, tag, clock::now_ns())
+    }
+
+    #[inline]
+    fn submit_verdict_at(
+        &mut self,
+        verdict: Verdict,
+        len: u32,
+        tag: u32,
+        arrived_ns: u64,
     ) -> Result<Accepted, SubmitError> {
         let code = match verdict {
             Verdict::Schedule { class, key } => {
@@ -337,7 +363,7 @@ impl Client {
                 return Err(SubmitError::Filtered(cause));
             }
         };
-        self.submit(code, len)
+        self.submit_at(code, len, arrived_ns)
     }
 
     /// Packets the scheduler dropped for this client so far (all reasons).

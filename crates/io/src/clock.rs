@@ -16,10 +16,37 @@ pub fn now_ns() -> u64 {
     crate::sys::monotonic_ns()
 }
 
+/// Now on this clock and the offset that takes a CLOCK_REALTIME reading (such as a
+/// kernel receive timestamp, `afpacket::Frame::ts_ns`) onto it: `mono = real - offset`.
+/// Read back to back, so the offset is off by the few tens of ns between the two reads;
+/// it moves when the wall clock is set or slewed, so take it again for each batch.
+#[inline]
+pub fn now_and_realtime_offset() -> (u64, u64) {
+    let mono = crate::sys::monotonic_ns();
+    let real = crate::sys::realtime_ns();
+    (mono, real.wrapping_sub(mono))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_realtime_reading_maps_onto_the_engine_clock() {
+        let (mono, offset) = now_and_realtime_offset();
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let after = now_ns();
+        let mapped = real.wrapping_sub(offset);
+        // Taken between `mono` and `after`, give or take the reads' own distance.
+        assert!(
+            mapped + 1_000_000 >= mono && mapped <= after + 1_000_000,
+            "{mono} <= {mapped} <= {after}"
+        );
+    }
 
     #[test]
     fn never_goes_back_and_follows_std_instant() {

@@ -86,8 +86,10 @@ impl Forwarder {
                         &*self.counters,
                         self.out,
                     );
+                    // Every frame in the ring arrived before now.
+                    let clock = pspat_io::clock::now_and_realtime_offset();
                     self.ring.for_each_frame(|f| {
-                        forward(client, frames, counters, out, &f, &mut scratch)
+                        forward(client, frames, counters, out, &f, &mut scratch, clock)
                     });
                 }
                 Err(e) => {
@@ -157,7 +159,8 @@ pub(crate) struct Out {
     pub vnet: bool,
 }
 
-/// One received frame: into the pool, classified, submitted; or counted.
+/// One received frame: into the pool, classified, submitted (stamped with when the kernel
+/// received it, on the engine clock: `(now, realtime offset)` in `clock`); or counted.
 fn forward(
     client: &mut Client,
     frames: &mut FrameWriter,
@@ -165,6 +168,7 @@ fn forward(
     out: Out,
     f: &Frame<'_>,
     scratch: &mut [u8],
+    (now, offset): (u64, u64),
 ) {
     add(&counters.frames, 1);
     add(&counters.bytes, u64::from(f.wire_len));
@@ -199,7 +203,14 @@ fn forward(
         }
     };
     let data = img.frame();
-    match client.submit_frame_tagged(data, data.len() as u32, out.dir, slot) {
+    // The kernel's receive timestamp, so that time a frame spent in the ring (the thread
+    // descheduled) counts as the arbiter's lateness: its link may make up for it. A frame
+    // with no timestamp, or one from the future (a wall clock set back), arrived now.
+    let arrived = match f.ts_ns.wrapping_sub(offset) {
+        t if f.ts_ns == 0 || t > now => now,
+        t => t,
+    };
+    match client.submit_frame_tagged_at(data, data.len() as u32, out.dir, slot, arrived) {
         Ok(_) => {}
         Err(e) => {
             // The engine counted rule drops, malformed frames and full mailboxes.
