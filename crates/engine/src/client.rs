@@ -313,40 +313,10 @@ impl Client {
         arrived_ns: u64,
     ) -> Result<Accepted, SubmitError> {
         let code = match verdict {
-            Verdict::Schedule { class, key } => {
-                let classes = self
-                    .classifier
-                    .as_ref()
-                    .expect("classified with it")
-                    .1
-                    .classes();
-                // The key rides beside the mailbox, in the slot of this packet's sequence
-                // number (see keyring.rs for why it cannot be overwritten early).
-                self.shared
-                    .keys
-                    .put(self.stamp.id, self.stamp.next_seq(), key.to_words(), tag, 0);
-                class_code(classes[class as usize].origin)
-            }
+            Verdict::Schedule { class, key } => self.put_key(&key, tag, class, &[]),
             Verdict::Chain { chain, key } => {
-                // `one_pass 0`: the first hop's code in the descriptor, the others in the
-                // key ring's hops word (see hops.rs).
-                let classes = self
-                    .classifier
-                    .as_ref()
-                    .expect("classified with it")
-                    .1
-                    .classes();
-                let code = |c: &u32| class_code(classes[*c as usize].origin);
                 let (first, rest) = chain.classes().split_first().expect("a chain has hops");
-                let hops = pack(rest.iter().map(code));
-                self.shared.keys.put(
-                    self.stamp.id,
-                    self.stamp.next_seq(),
-                    key.to_words(),
-                    tag,
-                    hops,
-                );
-                code(first)
+                self.put_key(&key, tag, *first, rest)
             }
             Verdict::Allow => {
                 self.shared
@@ -364,6 +334,30 @@ impl Client {
             }
         };
         self.submit_at(code, len, arrived_ns)
+    }
+
+    /// Puts the key, tag and later hops (`one_pass 0`; none for most packets) of the packet
+    /// about to be pushed into its key ring slot, the slot of its sequence number (see
+    /// keyring.rs for why it cannot be overwritten early, hops.rs for the hops); returns
+    /// the code of its first class, for the descriptor.
+    #[inline]
+    fn put_key(&self, key: &FlowKey, tag: u32, first: u32, rest: &[u32]) -> u32 {
+        let classes = self
+            .classifier
+            .as_ref()
+            .expect("classified with it")
+            .1
+            .classes();
+        let code = |c: &u32| class_code(classes[*c as usize].origin);
+        let hops = pack(rest.iter().map(code));
+        self.shared.keys.put(
+            self.stamp.id,
+            self.stamp.next_seq(),
+            key.to_words(),
+            tag,
+            hops,
+        );
+        code(&first)
     }
 
     /// Packets the scheduler dropped for this client so far (all reasons).
