@@ -157,6 +157,9 @@ pub(crate) struct Instance {
     per_class: Vec<u32>,
     /// In the ready heap.
     ready: bool,
+    /// Its scheduler kept packets when the last one was charged: its link has been busy
+    /// since then (`Link::transmit_wire_backlogged`).
+    backlogged: bool,
     /// When a full reclaim of idle queues last ran (at most one per EXPIRE_EVERY_NS, so a
     /// flood of new flows at the limit costs O(1) per drop).
     reclaimed_ns: u64,
@@ -442,8 +445,10 @@ impl Dummynet {
             .map(|c| c.class.max_queues.max(1))
             .sum::<u32>()
             .max(1);
+        // Idle since the engine's clock floor: its first packet starts when it arrived (a
+        // late arbiter creates the instance after that), not when the arbiter got to it.
         let mut link = link_of(&st.sched);
-        link.reset(self.now);
+        link.reset(self.floor_ns.min(self.now));
         let inst = Instance {
             sched,
             link,
@@ -454,6 +459,7 @@ impl Dummynet {
             last_ns: vec![0; INITIAL_IDS.min(queues) as usize],
             per_class: vec![0; self.classes.len()],
             ready: false,
+            backlogged: false,
             reclaimed_ns: 0,
             created_ns: self.now,
             queue_created_ns: vec![0; INITIAL_IDS.min(queues) as usize],
@@ -876,7 +882,10 @@ impl Service for Dummynet {
                         return Some(p);
                     }
                 }
-                None => inst.ready = false,
+                None => {
+                    inst.ready = false;
+                    inst.backlogged = false;
+                }
             }
         }
         None
@@ -901,8 +910,14 @@ impl Service for Dummynet {
             .expect("the instance just served is live");
         let wire = inst.link.wire_len(p.len);
         inst.wire_bytes += wire;
-        p.depart_ns = inst.link.transmit_wire_arrived(wire, arrived);
-        if inst.sched.is_empty() {
+        p.depart_ns = if inst.backlogged {
+            inst.link
+                .transmit_wire_backlogged(wire, arrived, self.floor_ns)
+        } else {
+            inst.link.transmit_wire_arrived(wire, arrived)
+        };
+        inst.backlogged = !inst.sched.is_empty();
+        if !inst.backlogged {
             inst.ready = false;
         } else {
             self.heap.push(Reverse((inst.link.idle_at_ns(), id)));

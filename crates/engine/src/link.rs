@@ -4,7 +4,11 @@
 //! arbiter releases a packet only while `link_idle <= now`, then advances `link_idle` by the
 //! packet's transmission time (Figure 5 of the PSPAT paper, lines 11-17). When the scheduler
 //! runs dry, `link_idle` is pulled up to `now` so that an idle link accumulates no credit: a
-//! burst after a pause is still released at the link rate.
+//! burst after a pause is still released at the link rate. While the scheduler stays
+//! backlogged the link never idles, whichever packet it picks: an arbiter that looks late
+//! may pick one that arrived after `link_idle` (it sees it beside older ones), and the link
+//! goes on from `link_idle` rather than from that arrival, so that lateness costs no rate
+//! (`Link::transmit_wire_backlogged`).
 //!
 //! Time is kept in 2^-31 ns units in a `u128`, so the per-byte cost is exact to 2^-31 ns and
 //! rounding never drifts the rate (10 Gbit/s is 0.8 ns per byte, not representable in
@@ -37,6 +41,9 @@ pub struct Link {
     /// How far behind a packet's arrival an idle link's clock may stay, in 2^-31 ns: the
     /// transmission time of the burst (dummynet's `burst`), 0 without one.
     burst: u128,
+    /// The latest departure it reported, ns: departures never go back, also when a packet
+    /// left later than the link's clock says (`transmit_wire_backlogged`).
+    out_ns: u64,
     /// What it charges for a packet.
     framing: Framing,
     /// `framing` adds nothing: a packet is charged its length as it is.
@@ -62,6 +69,7 @@ impl Link {
             idle_ceil_ns: 0,
             rate_bps,
             burst: 0,
+            out_ns: 0,
             framing: Framing::PLAIN,
             plain: true,
         }
@@ -121,7 +129,8 @@ impl Link {
     pub fn transmit_wire(&mut self, wire: u64) -> u64 {
         self.idle_at += u128::from(self.byte_cost) * u128::from(wire);
         self.idle_ceil_ns = ceil_ns(self.idle_at);
-        (self.idle_at >> FRAC) as u64
+        self.out_ns = self.out_ns.max((self.idle_at >> FRAC) as u64);
+        self.out_ns
     }
 
     /// Charges a packet of `len` bytes that arrived at `arrival_ns`: its transmission starts
@@ -150,6 +159,33 @@ impl Link {
             return self.idle_ceil_ns;
         }
         self.transmit_wire(wire)
+    }
+
+    /// Charges a packet taken from a scheduler that was never empty since the previous
+    /// packet was charged: at `idle_at` other packets were waiting, so the link was busy
+    /// from then on, whichever one the scheduler picked. A packet that arrived after the
+    /// link went idle (a late arbiter sees it beside an older backlog, and an algorithm
+    /// may pick it first) does not restart the link at its arrival: that would throw away
+    /// the time from `idle_at` to it, which a real link spent on the older packets, and the
+    /// link would fall short of its rate by the arbiter's lateness. The link's clock stays
+    /// at least `floor_ns` (the engine's bound on how far behind now it may run). Returns
+    /// when the packet's last bit leaves: the link's new `idle_at`, or the packet's own
+    /// arrival plus its transmission time when that is later (a packet does not leave
+    /// before it arrived; the next packet starts at `idle_at` all the same, and leaves no
+    /// earlier than this one, so that departures never go back).
+    #[inline]
+    pub fn transmit_wire_backlogged(&mut self, wire: u64, arrival_ns: u64, floor_ns: u64) -> u64 {
+        if self.idle_ceil_ns <= floor_ns {
+            self.idle_at = u128::from(floor_ns) << FRAC;
+            self.idle_ceil_ns = floor_ns;
+        }
+        let start = self.idle_at;
+        let out = self.transmit_wire(wire);
+        if (start >> FRAC) as u64 >= arrival_ns {
+            return out;
+        }
+        self.out_ns = out.max(arrival_ns + (((self.idle_at - start) >> FRAC) as u64));
+        self.out_ns
     }
 
     /// The scheduler ran dry at `now_ns`: restart from now, with no credit saved.
@@ -254,6 +290,32 @@ mod tests {
         assert_eq!(l.transmit_arrived(100, 500), 600);
         // One that arrived earlier queues behind.
         assert_eq!(l.transmit_arrived(100, 550), 700);
+    }
+
+    #[test]
+    fn a_backlogged_link_loses_no_time_to_a_late_arrival() {
+        let mut l = Link::new(8_000_000_000); // 1 ns per byte
+        l.reset(0);
+        assert_eq!(l.transmit_arrived(100, 0), 100);
+        // Busy since 100 with older packets waiting; the scheduler picks one that arrived
+        // at 130: the link goes on from 100 (its rate kept), the packet leaves no earlier
+        // than it could have (130 + 100), and the next one from 200.
+        assert_eq!(l.transmit_wire_backlogged(100, 130, 0), 230);
+        assert_eq!(l.idle_at_ns(), 200);
+        assert_eq!(
+            l.transmit_wire_backlogged(20, 0, 0),
+            230,
+            "departures never go back"
+        );
+        assert_eq!(l.idle_at_ns(), 220);
+        assert_eq!(l.transmit_wire_backlogged(80, 0, 0), 300);
+        // A clock floor past the link (an arbiter later than the engine allows) moves it.
+        assert_eq!(l.transmit_wire_backlogged(100, 0, 1_000), 1_100);
+        // Against `transmit_arrived`, which would restart at 1_300 and lose 200 ns.
+        let mut restart = l.clone();
+        assert_eq!(restart.transmit_arrived(100, 1_300), 1_400);
+        assert_eq!(l.transmit_wire_backlogged(100, 1_300, 0), 1_400);
+        assert_eq!(l.idle_at_ns(), 1_200);
     }
 
     /// The link against the definition, in exact 2^-31 ns arithmetic with no cached

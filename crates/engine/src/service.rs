@@ -101,6 +101,9 @@ pub(crate) struct Single<S> {
     /// See [`Service::set_clock`].
     floor_ns: u64,
     drained_ns: u64,
+    /// The scheduler kept packets when the last one was charged: the link has been busy
+    /// since then (`Link::transmit_wire_backlogged`).
+    backlogged: bool,
     flows: Vec<FlowId>,
     max_len: Vec<u32>,
 }
@@ -112,6 +115,7 @@ impl<S: Scheduler<Pkt>> Single<S> {
             link: Link::new(rate_bps),
             floor_ns: 0,
             drained_ns: 0,
+            backlogged: false,
             flows,
             max_len,
         }
@@ -138,6 +142,7 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
         match self.sched.dequeue() {
             Some((_, p)) => Some(p),
             None => {
+                self.backlogged = false;
                 self.link.reset(now.min(self.drained_ns));
                 None
             }
@@ -146,9 +151,15 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
 
     #[inline(always)]
     fn charge(&mut self, p: &mut Pkt) {
-        p.depart_ns = self
-            .link
-            .transmit_arrived(p.len, p.submit_ns.max(self.floor_ns));
+        let arrived = p.submit_ns.max(self.floor_ns);
+        p.depart_ns = if self.backlogged {
+            let wire = self.link.wire_len(p.len);
+            self.link
+                .transmit_wire_backlogged(wire, arrived, self.floor_ns)
+        } else {
+            self.link.transmit_arrived(p.len, arrived)
+        };
+        self.backlogged = !self.sched.is_empty();
     }
 
     fn wake_at_ns(&self) -> u64 {
