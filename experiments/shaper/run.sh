@@ -21,7 +21,7 @@ usage: $0 [--quick] [--senders "1 2 4 8 16 32"] [--modes "pspat htb none"]
           [--sets "shares cpu idle"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
           [--link-mbit N] [--overload X] [--idle-load X] [--alg NAME] [--sink-spin-us N]
           [--shaper-nice N] [--sink-nice N] [--shaper-cpus LIST] [--shape-args "OPTIONS"]
-          [--receiver-rps MASK|off]
+          [--receiver-rps MASK|off] [--layout shared|forwarder]
 
 Runs, for each set, each number of senders M and each mode, one measurement:
   modes  pspat: 'pspat shape' forwards s1 -> r1 (AF_PACKET), scheduled by a generated
@@ -57,6 +57,13 @@ Runs, for each set, each number of senders M and each mode, one measurement:
   the CPU that put the frame into r0's veth pair: the senders' for the kernel bridge (HTB,
   none), the shaper's for pspat, beside the shaper. On a real network the receiver is
   another machine; RPS keeps its work off the shaper's CPU. "off": no RPS.
+--layout shared|forwarder: where the forwarding work runs. shared (the default): the
+  senders and the kernel's forwarding (the bridge and HTB, the veth receive and AF_PACKET
+  copy for pspat) on the first CPUs, pspat shape and the sink on the last one. forwarder:
+  the last CPU is the forwarder's alone, in every mode: RPS on s1 moves the receive work
+  of the shaper's input there (the bridge and HTB in softirq, or the veth receive and the
+  AF_PACKET copy beside pspat shape's threads), and the sink joins the senders on CPU 0;
+  the delivered rate is then the forwarder's on one CPU (docs/EXPERIMENTS.md).
 Needs root (network namespaces). Removes everything it created, also on error or Ctrl-C.
 EOF
 }
@@ -76,6 +83,7 @@ shaper_nice=-20      # pspat shape runs at this nice value (see docs/EXPERIMENTS
 sink_nice=-20        # udpsink runs at this nice value (see --help)
 shaper_cpus=""       # CPUs pspat shape may run on (default: the sink's, the last one)
 receiver_rps=""      # RPS mask of the receiver's r0 (default: the senders' CPUs; off: none)
+layout=shared        # shared | forwarder (see --help)
 shape_args=""        # more options for pspat shape (e.g. "--handoff dispatchers:2")
 quick=0
 
@@ -111,6 +119,7 @@ while [ $# -gt 0 ]; do
         --sink-nice) sink_nice="$2"; shift ;;
         --shaper-cpus) shaper_cpus="$2"; shift ;;
         --receiver-rps) receiver_rps="$2"; shift ;;
+        --layout) layout="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -140,6 +149,10 @@ done
 case "$receiver_rps" in
     ''|off) ;;
     *[!0-9a-fA-F,]*) echo "error: --receiver-rps '$receiver_rps': expected a hex CPU mask or off" >&2; exit 2 ;;
+esac
+case "$layout" in
+    shared|forwarder) ;;
+    *) echo "error: --layout '$layout': expected shared or forwarder" >&2; exit 2 ;;
 esac
 for m in $modes; do
     case "$m" in pspat|htb|none) ;; *) echo "error: unknown mode '$m'" >&2; exit 2 ;; esac
@@ -207,7 +220,14 @@ three_ns_build 10.77.0
 ncpu=$(nproc)
 sink_cpu=$((ncpu - 1))
 if [ "$ncpu" -ge 2 ]; then gen_cpus="0-$((ncpu - 2))"; else gen_cpus=0; fi
-shaper_cpus=${shaper_cpus:-$sink_cpu}
+shaper_cpus=${shaper_cpus:-$((ncpu - 1))}
+if [ "$layout" = forwarder ]; then
+    if [ "$ncpu" -lt 2 ]; then
+        echo "error: --layout forwarder needs at least 2 CPUs" >&2
+        exit 2
+    fi
+    sink_cpu=0
+fi
 # the sysfs CPU mask (comma-separated 32-bit hex groups, most significant first) of CPUs
 # 0..$1-1
 low_cpus_mask() {
@@ -230,6 +250,15 @@ if [ -z "$receiver_rps" ]; then
 fi
 if [ "$receiver_rps" != off ]; then
     in_ns "$ns_rcv" sh -c "echo $receiver_rps > /sys/class/net/r0/queues/rx-0/rps_cpus"
+fi
+# --layout forwarder: s1's receive work (the bridge and HTB, or the veth receive and the
+# AF_PACKET copy for pspat) on the last CPU, the forwarder's, instead of the senders'.
+if [ "$layout" = forwarder ]; then
+    # the sysfs mask of the last CPU alone: its bit in the most significant 32-bit group
+    last=$((ncpu - 1))
+    fwd_mask=$(printf '%08x' $(( 1 << (last % 32) )))
+    for ((g = 0; g < last / 32; g++)); do fwd_mask="$fwd_mask,00000000"; done
+    in_ns "$ns_shp" sh -c "echo $fwd_mask > /sys/class/net/s1/queues/rx-0/rps_cpus"
 fi
 
 # The unit of /proc/stat's and /proc/PID/stat's CPU times (USER_HZ).
