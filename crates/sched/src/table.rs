@@ -19,17 +19,34 @@
 //! work the same, through [`FlowTable::count_in`] and [`FlowTable::count_out`], and no
 //! per-flow ring is allocated.
 //!
+//! # The head packet
+//!
+//! A flow's oldest packet is not in its ring but in its entry (`front`), and the ring holds
+//! the others. Every algorithm reads the head before it decides (its length for a deficit
+//! or a finish time, or the packet itself to send it), and with thousands of flows the
+//! entry and the ring slot are both cold: from the ring, a dequeue waited for the entry,
+//! then for the slot its read position names, then the caller for the packet's buffer,
+//! three misses in a row where dummynet's queue points at its first mbuf (two). From the
+//! entry, the decision and the packet come with the entry's line, and the next packet's
+//! move up from the ring is a load whose address the entry already gave, which overlaps
+//! with the caller's use of the packet. (DRR on 32k flows: 21-22 ns a pair against 28-29,
+//! docs/PERFORMANCE.md "Per-flow cost".) An enqueue into an empty flow writes `front`
+//! only.
+//!
 //! # Layout
 //!
-//! A flow is split in two. The hot part ([`FlowEntry`], `repr(C)`) holds exactly what an
-//! enqueue and a dequeue touch, in its first 64 bytes: the ring, its read position, the
-//! backlog, the handle, the packet-size and packet-count limits, the weight, the room left
-//! under the byte limit and the bytes sent; the algorithm's state `S` follows it. The cold
-//! part (byte limit as configured, priority, drop counters) lives in a parallel array and
-//! is read only by control operations, drops and strict-priority policies. So an
-//! admission reads only the entry's first cache line: with 32k flows an enqueue+dequeue
-//! pair takes about half an L1 miss fewer than with an 80-byte entry whose second line
-//! held the byte limit (see docs/PERFORMANCE.md, "Flow table cost").
+//! A flow is split in two. The hot part ([`FlowEntry`], `repr(C)`) holds what an enqueue
+//! and a dequeue touch: in its first 64 bytes the ring, its read position, the backlog,
+//! the handle, the packet-size and packet-count limits, the weight, the room left under
+//! the byte limit and the bytes sent; then the head packet and its tag (8 bytes for a
+//! buffer index and a length, 24 for a [`crate::Desc`], 40 for the engine's descriptor);
+//! then the algorithm's state `S`. The cold part (byte limit as configured, priority, drop
+//! counters: 72 bytes) lives in a parallel array and is read only by control operations,
+//! drops and strict-priority policies. So an admission reads only the entry's first cache
+//! line: with 32k flows an enqueue+dequeue pair takes about half an L1 miss fewer than with
+//! an 80-byte entry whose second line held the byte limit (see docs/PERFORMANCE.md, "Flow
+//! table cost"). A dequeue reads the line of the head packet too, which the algorithms'
+//! state shares.
 //!
 //! # Counters
 //!
@@ -58,9 +75,10 @@
 //!
 //! # Invariants
 //!
-//! - For every flow, the ring entries at positions `head..head + queued` (mod its length)
-//!   hold its queued packets, oldest first, and every other entry is `None`; `queued` never
-//!   exceeds `limit_pkts` at the time of an enqueue, nor the ring length.
+//! - For every flow, `front` holds its oldest queued packet (`None` when it has none), the
+//!   ring entries at positions `head + 1..head + queued` (mod its length) hold the others,
+//!   oldest first, and every other ring entry is `None`; `queued` never exceeds
+//!   `limit_pkts` at the time of an enqueue, nor the ring length.
 //! - `room_bytes == min(limit_bytes, i64::MAX) - backlog bytes` (the backlog is below
 //!   2^31 packets of at most 2^20 bytes, so it never overflows).
 //! - The table's `queued` is the sum of the flows' backlogs and never exceeds the capacity.
@@ -129,8 +147,8 @@ fn room_limit(limit_bytes: u64) -> i64 {
     i64::try_from(limit_bytes).unwrap_or(i64::MAX)
 }
 
-/// The hot part of one flow: exactly 64 bytes before the algorithm's state (checked by a
-/// test), in the order an enqueue reads them.
+/// The hot part of one flow: 64 bytes of counters and limits, in the order an enqueue reads
+/// them, then the head packet, then the algorithm's state (checked by a test).
 #[repr(C)]
 struct FlowEntry<P, S, G> {
     ring: Ring<P, G>,
@@ -148,6 +166,9 @@ struct FlowEntry<P, S, G> {
     room_bytes: i64,
     /// Bytes ever sent.
     sent_bytes: u64,
+    /// The head packet and its tag, out of the ring (see "The head packet" in the module
+    /// docs); `None` when the flow is empty.
+    front: Option<(P, G)>,
     st: S,
 }
 
@@ -160,6 +181,28 @@ struct FlowCold {
 }
 
 impl<P, S: Default, G> FlowEntry<P, S, G> {
+    /// Whether the head packet is kept in `front` (a handle of at most 24 bytes with its
+    /// tag: a buffer index and a length, 8; a [`crate::Desc`], 24) or, like the others, in
+    /// the ring (a larger one, as the engine's 40-byte descriptor: moving it in and out of
+    /// `front` costs more copying than the miss it saves; see "The head packet").
+    const FRONT: bool = std::mem::size_of::<Option<(P, G)>>() <= 24;
+
+    /// Ring position of the oldest packet the ring holds.
+    #[inline(always)]
+    fn ring_first(&self) -> u64 {
+        self.head + u64::from(Self::FRONT)
+    }
+
+    /// The head packet and its tag, if one is queued.
+    #[inline(always)]
+    fn head(&self) -> Option<&(P, G)> {
+        if Self::FRONT {
+            self.front.as_ref()
+        } else {
+            slot(&self.ring, self.head).as_ref()
+        }
+    }
+
     fn new(id: FlowId, p: &FlowParams, ring: Ring<P, G>) -> Self {
         Self {
             ring,
@@ -171,6 +214,7 @@ impl<P, S: Default, G> FlowEntry<P, S, G> {
             weight: p.weight,
             room_bytes: room_limit(p.limit_bytes),
             sent_bytes: 0,
+            front: None,
             st: S::default(),
         }
     }
@@ -181,9 +225,7 @@ impl<P, S: Default, G> FlowEntry<P, S, G> {
     where
         P: Packet,
     {
-        slot(&self.ring, self.head)
-            .as_ref()
-            .map(|(p, _)| p.wire_len())
+        self.head().map(|(p, _)| p.wire_len())
     }
 
     /// Bytes queued, given the flow's configured byte limit.
@@ -338,7 +380,8 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         let mut out = Vec::with_capacity(e.queued as usize);
         // The packets are taken, not sent: the read position and counters stay, so that
         // `retire` purges them.
-        for pos in e.head..e.head + u64::from(e.queued) {
+        out.extend(e.front.take().map(|(pkt, _)| pkt));
+        for pos in e.ring_first()..e.head + u64::from(e.queued) {
             if let Some((pkt, _)) = slot_mut(&mut e.ring, pos).take() {
                 out.push(pkt);
             }
@@ -361,6 +404,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         e.id = FlowId::new(f, e.id.generation().wrapping_add(1) & !1);
         e.st = S::default();
         e.ring = new_ring(1);
+        e.front = None;
         e.queued = 0;
         self.totals.queued -= pkts;
         self.totals.retired_pkts += sent_pkts;
@@ -430,7 +474,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
         let e = self.e_mut(f);
         if store && params.limit_pkts as usize > e.ring.len() {
             let mut ring = new_ring(params.limit_pkts);
-            for pos in e.head..e.head + u64::from(e.queued) {
+            for pos in e.ring_first()..e.head + u64::from(e.queued) {
                 let old = at(&e.ring, pos);
                 ring[at(&ring, pos)] = e.ring[old].take();
             }
@@ -500,8 +544,7 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     /// Tag of the head packet of flow `f`, if any.
     #[inline(always)]
     pub fn head_tag(&self, f: u32) -> Option<G> {
-        let e = self.e(f);
-        slot(&e.ring, e.head).as_ref().map(|&(_, g)| g)
+        self.e(f).head().map(|&(_, g)| g)
     }
 
     /// Resolves `id` and checks whether a packet of `len` bytes may join it, without
@@ -559,8 +602,12 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     pub fn push(&mut self, f: u32, pkt: P, tag: G) {
         let len = i64::from(pkt.wire_len());
         let e = self.e_mut(f);
-        debug_assert!((e.queued as usize) < e.ring.len(), "push without admit");
-        *slot_mut(&mut e.ring, e.head + u64::from(e.queued)) = Some((pkt, tag));
+        debug_assert!((e.queued as usize) <= e.ring.len(), "push without admit");
+        if FlowEntry::<P, S, G>::FRONT && e.queued == 0 {
+            e.front = Some((pkt, tag));
+        } else {
+            *slot_mut(&mut e.ring, e.head + u64::from(e.queued)) = Some((pkt, tag));
+        }
         e.queued += 1;
         e.room_bytes -= len;
         self.totals.queued += 1;
@@ -597,13 +644,23 @@ impl<P: Packet, S: Default, G: Copy + Default> FlowTable<P, S, G> {
     #[inline(always)]
     pub fn pop(&mut self, f: u32) -> Popped<P, G> {
         let e = self.e_mut(f);
-        // An empty flow's head entry is `None`.
-        let Some((pkt, tag)) = slot_mut(&mut e.ring, e.head).take() else {
-            empty_pop(f)
+        let front = FlowEntry::<P, S, G>::FRONT;
+        // An empty flow's head is `None`.
+        let head = if front {
+            e.front.take()
+        } else {
+            slot_mut(&mut e.ring, e.head).take()
         };
+        let Some((pkt, tag)) = head else { empty_pop(f) };
         let len = pkt.wire_len();
         e.head += 1;
         e.queued -= 1;
+        // The next packet moves up from the ring: a load whose address the entry gives,
+        // which the processor overlaps with the caller's use of `pkt` (the packet's own
+        // buffer) instead of chaining the two.
+        if front && e.queued != 0 {
+            e.front = slot_mut(&mut e.ring, e.head).take();
+        }
         e.room_bytes += i64::from(len);
         e.sent_bytes += u64::from(len);
         let more = e.queued != 0;
@@ -848,10 +905,22 @@ mod tests {
     }
 
     #[test]
-    fn the_hot_part_of_a_flow_is_one_cache_line() {
-        // what an enqueue and a dequeue touch, before the algorithm's state
-        assert_eq!(std::mem::size_of::<FlowEntry<Desc, (), ()>>(), 64);
-        assert_eq!(std::mem::offset_of!(FlowEntry<Desc, u64, ()>, st), 64);
+    fn the_counters_and_limits_of_a_flow_are_one_cache_line() {
+        // what an admission reads, then the head packet, then the algorithm's state
+        type E<P, S> = FlowEntry<P, S, ()>;
+        assert_eq!(std::mem::offset_of!(E<Desc, u64>, front), 64);
+        // A small handle (a buffer index and a length, as the benchmarks' packets) adds 8
+        // bytes; the descriptor 24.
+        #[allow(dead_code)]
+        struct Small(std::num::NonZeroU32, u32);
+        impl Packet for Small {
+            fn wire_len(&self) -> u32 {
+                self.1
+            }
+        }
+        assert_eq!(std::mem::size_of::<Option<(Small, ())>>(), 8);
+        assert_eq!(std::mem::offset_of!(E<Small, u64>, st), 72);
+        assert_eq!(std::mem::offset_of!(E<Desc, u64>, st), 88);
     }
 
     #[test]
