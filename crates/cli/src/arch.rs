@@ -78,6 +78,11 @@ pub struct ArchArgs {
     /// (bit/s, suffixes K, M, G).
     #[arg(long, value_name = "BPS,...", value_delimiter = ',', value_parser = parse_bandwidth)]
     rate_list: Vec<u64>,
+    /// Spread the greedy clients' packets over N flows in all (client i sends round robin
+    /// over flows i, i+C, ...): the engine's cost with many flows. N is at least the
+    /// largest client count and at most 1048576. Default: one flow per client.
+    #[arg(long, value_name = "N")]
+    flows: Option<u32>,
     /// Slots per client mailbox (a power of two, 16..=65536): what a client may have in
     /// flight in either architecture (the lock-based clients get the same capacity).
     #[arg(long, value_name = "SLOTS", default_value_t = 512)]
@@ -164,6 +169,7 @@ fn option(s: Setting) -> &'static str {
         Setting::Len => "--len",
         Setting::ScanBatch => "--scan-batch",
         Setting::VictimGap => "--victim-gap-us",
+        Setting::Flows => "--flows",
     }
 }
 
@@ -200,6 +206,9 @@ pub fn run(a: ArchArgs) -> Result<()> {
     if a.mode == Mode::Throughput && !a.rate_list.is_empty() {
         return Err(Usage("--rate-list applies to --mode stability only".into()).into());
     }
+    if a.mode != Mode::Throughput && a.flows.is_some() {
+        return Err(Usage("--flows applies to --mode throughput only".into()).into());
+    }
     // Every option is the user's to fix, whatever the mode: check them before any thread
     // starts.
     let setup = a.setup(backend);
@@ -222,6 +231,7 @@ pub fn run(a: ArchArgs) -> Result<()> {
                 archs: a.archs(),
                 clients: a.clients.clone(),
                 victim_gap: a.victim.then(|| Duration::from_micros(a.victim_gap_us)),
+                flows: a.flows,
             };
             let report = arch::throughput(&spec, &mut progress).map_err(lib_error)?;
             if let Some(path) = &a.plot {
@@ -255,7 +265,7 @@ fn print_throughput(r: &ThroughputReport, json: bool) -> Result<()> {
     }
     emit(&format!(
         "bench arch: alg {} backend {} handoff {} delta-a {} ns aggregate {} ns scan-batch {} \
-         rate {} len {} B, {:.2} s per point{}",
+         rate {} len {} B, {}, {:.2} s per point{}",
         r.alg,
         r.backend,
         r.handoff,
@@ -268,6 +278,10 @@ fn print_throughput(r: &ThroughputReport, json: bool) -> Result<()> {
             format!("{} bit/s", r.rate_bps)
         },
         r.len,
+        match r.flows {
+            Some(n) => format!("{n} greedy flows"),
+            None => "a flow per greedy client".to_owned(),
+        },
         r.duration.as_secs_f64(),
         match (r.victim_gap, r.victim_weight) {
             (Some(gap), Some(w)) =>

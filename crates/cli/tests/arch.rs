@@ -66,6 +66,7 @@ fn throughput_json_has_every_point_and_the_plot_is_written() {
     assert_eq!(v["delta_a_ns"], 1000);
     assert_eq!(v["aggregate_ns"], 0);
     assert_eq!(v["scan_batch"], 128);
+    assert!(v["flows"].is_null(), "one flow per client by default");
     let points = v["points"].as_array().unwrap();
     // Two client counts, two architectures each, pspat first (the order of --arch).
     let keys: Vec<(String, u64)> = points
@@ -268,6 +269,46 @@ fn engine_settings_reach_the_arbiter() {
     assert_eq!(p["drops"], 0, "{p}");
 }
 
+/// `--flows`: the report names the count, in JSON and in the text header, and the
+/// greedy flows' packet limits (a share of a mailbox each) drop nothing.
+#[test]
+fn flows_spread_the_greedy_clients() {
+    let _alone = serial();
+    let v = run_json(
+        "throughput",
+        &[
+            "--arch",
+            "pspat",
+            "--clients",
+            "2",
+            "--flows",
+            "64",
+            "--duration",
+            "0.1",
+        ],
+    );
+    assert_eq!(v["flows"], 64);
+    let p = &v["points"][0];
+    assert!(f(p, "decisions_per_s") > 0.0, "{p}");
+    assert!(f(p, "limit_backlogged_per_s") > 0.0, "{p}");
+    assert_eq!(p["drops"], 0, "{p}");
+    assert_eq!(p["shares"].as_array().map(Vec::len), Some(2), "{p}");
+    let o = run(&[
+        "bench",
+        "arch",
+        "--arch",
+        "lock",
+        "--clients",
+        "2",
+        "--flows",
+        "8",
+        "--duration",
+        "0.05",
+    ]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains(", 8 greedy flows,"), "{}", o.stdout);
+}
+
 /// `--backend udp:ADDR`: every architecture's packets arrive at a receiver as well-formed
 /// pspat datagrams of the scheduled length, from the clients of the run, each client's in
 /// the order it submitted them (the receiver may lose some when its buffer fills, so the
@@ -382,4 +423,12 @@ fn bad_flags_are_named() {
     usage_error(&a(&["--mailbox", "100"]), "mailbox size 100");
     usage_error(&a(&["--mailbox", "8"]), "mailbox size 8");
     usage_error(&a(&["--mailbox", "lots"]), "'lots'");
+    usage_error(
+        &a(&["--clients", "1,4", "--flows", "2"]),
+        "--flows: flow count 2 must be 4..=1048576",
+    );
+    usage_error(&a(&["--flows", "2000000"]), "flow count 2000000");
+    usage_error(&a(&["--flows", "x"]), "'x'");
+    usage_error(&a(&["--mode", "stability", "--flows", "64"]), "--flows");
+    usage_error(&a(&["--mode", "floor", "--flows", "64"]), "--flows");
 }

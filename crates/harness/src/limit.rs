@@ -7,6 +7,16 @@
 //! holds at most 64 of them; with one, each of the first `backlogged` flows keeps
 //! `backlog` packets queued throughout (as a greedy client keeps its mailbox's capacity
 //! in the engine), which is what a large scheduler state costs.
+//!
+//! Each flow's packet limit is by default room for what the loop gives it and more
+//! (`LIMIT_BATCH * 2 + backlog`); with [`Limit::flow_limit_pkts`] it is the engine's own,
+//! so that the scheduler's rings (allocated with the flows, their limit rounded up to a
+//! power of two) are as large as in the engine: with tens of thousands of flows the
+//! default would take gigabytes. The loop's need bounds it from below: without a backlog a
+//! batch goes round robin over the flows and leaves the scheduler empty, so a flow holds at
+//! most `ceil(LIMIT_BATCH / flows)`; with one, a flow's backlog plus the slots of the batch
+//! naming it stays what it was after the backlog was queued (each dequeued packet's flow
+//! gets the next one), so it holds at most `backlog + ceil(LIMIT_BATCH / backlogged)`.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +45,9 @@ pub struct Limit {
     pub backlog: usize,
     /// How many flows keep the backlog (the greedy clients', not the victim's).
     pub backlogged: usize,
+    /// Each flow's packet limit, raised to what the loop puts in a flow if that is more
+    /// (see the module's documentation); `None`: `LIMIT_BATCH * 2 + backlog`.
+    pub flow_limit_pkts: Option<u32>,
 }
 
 /// What can go wrong measuring a limit.
@@ -73,9 +86,14 @@ pub enum LimitError {
 impl Limit {
     /// Enqueue+dequeue pairs per second.
     pub fn measure(&self) -> Result<f64, LimitError> {
-        let per_flow = (LIMIT_BATCH * 2 + self.backlog) as u32;
         let total = LIMIT_BATCH * 2 + self.backlog * self.backlogged;
         let capacity = u32::try_from(total).map_err(|_| LimitError::TooLarge { packets: total })?;
+        let per_flow = match self.flow_limit_pkts {
+            None => LIMIT_BATCH * 2 + self.backlog,
+            Some(limit) => (limit as usize).max(self.most_in_a_flow()),
+        };
+        let per_flow =
+            u32::try_from(per_flow).map_err(|_| LimitError::TooLarge { packets: per_flow })?;
         let flows = self
             .flows
             .iter()
@@ -87,6 +105,17 @@ impl Limit {
             capacity,
             Visit { limit: self, flows },
         )?
+    }
+}
+
+impl Limit {
+    /// The most packets the loop puts in one flow at once (see the module's documentation).
+    fn most_in_a_flow(&self) -> usize {
+        if self.backlog > 0 {
+            self.backlog + LIMIT_BATCH.div_ceil(self.backlogged.max(1))
+        } else {
+            LIMIT_BATCH.div_ceil(self.flows.len().max(1))
+        }
     }
 }
 
@@ -201,6 +230,7 @@ mod tests {
             duration: Duration::from_millis(5),
             backlog,
             backlogged,
+            flow_limit_pkts: None,
         }
     }
 
@@ -212,6 +242,40 @@ mod tests {
             let bl = limit(info.name, 510, 2).measure().unwrap();
             assert!(bl > 0.0, "{}", info.name);
         }
+    }
+
+    /// With flow limits of 1, raised to what the loop needs, every algorithm takes every
+    /// packet the loop gives it (a refusal would fail the measurement): the loop's bound
+    /// on a flow's packets holds, with and without a backlog, for few flows and many.
+    #[test]
+    fn the_loop_fits_in_flows_as_small_as_its_bound() {
+        for info in registry::algorithms() {
+            for (flows, backlog, backlogged) in [(3, 0, 0), (3, 7, 2), (1000, 0, 0), (1000, 1, 999)]
+            {
+                let l = Limit {
+                    flows: (0..flows)
+                        .map(|j| FlowParams::weighted(1 + j % 3).with_max_len(60))
+                        .collect(),
+                    flow_limit_pkts: Some(1),
+                    duration: Duration::from_millis(2),
+                    ..limit(info.name, backlog, backlogged)
+                };
+                let rate = l.measure().unwrap_or_else(|e| {
+                    panic!("{} with {flows} flows, backlog {backlog}: {e}", info.name)
+                });
+                assert!(rate > 0.0, "{}", info.name);
+            }
+        }
+    }
+
+    #[test]
+    fn the_bound_on_a_flow_counts_its_share_of_a_batch() {
+        let mut l = limit("drr", 0, 0);
+        // Three flows, no backlog: a batch of 64 puts 22 in a flow.
+        assert_eq!(l.most_in_a_flow(), 22);
+        l.backlog = 5;
+        l.backlogged = 2;
+        assert_eq!(l.most_in_a_flow(), 5 + 32);
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! setting and the value, so that a command line error reads as one line pointing at what
 //! to fix; [`ArchError::is_usage`] tells those from failures of a run.
 
+use std::borrow::Cow;
+
 use pspat_engine::EngineError;
 use pspat_plot::PlotError;
 use pspat_sched::ConfigError;
@@ -31,6 +33,8 @@ pub enum Setting {
     ScanBatch,
     /// `ThroughputSpec::victim_gap`.
     VictimGap,
+    /// `ThroughputSpec::flows`.
+    Flows,
 }
 
 impl std::fmt::Display for Setting {
@@ -45,6 +49,7 @@ impl std::fmt::Display for Setting {
             Setting::Len => "packet length",
             Setting::ScanBatch => "scan batch",
             Setting::VictimGap => "victim gap",
+            Setting::Flows => "flow count",
         })
     }
 }
@@ -59,8 +64,8 @@ pub enum ArchError {
         setting: Setting,
         /// Its value.
         value: String,
-        /// What it may be.
-        range: &'static str,
+        /// What it may be (most ranges are fixed; the flows' depends on the client counts).
+        range: Cow<'static, str>,
     },
     /// A list the run iterates over is empty.
     #[error("no {setting} to measure")]
@@ -120,11 +125,15 @@ impl ArchError {
     }
 
     /// A setting out of range.
-    pub(crate) fn range(setting: Setting, value: impl ToString, range: &'static str) -> Self {
+    pub(crate) fn range(
+        setting: Setting,
+        value: impl ToString,
+        range: impl Into<Cow<'static, str>>,
+    ) -> Self {
         ArchError::OutOfRange {
             setting,
             value: value.to_string(),
-            range,
+            range: range.into(),
         }
     }
 }

@@ -3,7 +3,8 @@
 //! scheduler code.
 //!
 //! [`throughput()`]: for each client count, greedy client threads (each its own flow,
-//! weight 1) submit as fast as they can (on a full mailbox they yield, or in the client
+//! weight 1, or with `ThroughputSpec::flows` each a share of that many flows, sent on in
+//! turn) submit as fast as they can (on a full mailbox they yield, or in the client
 //! hand-off mode wait for their cleared packets: `pspat_engine::traffic::greedy`), and an
 //! optional "victim" client sends one packet every gap (`pspat_engine::traffic::periodic`)
 //! with a weight 100 times the others, its submit-to-transmit latency recorded. Per point:
@@ -12,7 +13,8 @@
 //! drops. Before each client count it measures the limit ([`crate::limit`]): the same
 //! algorithm's single-thread enqueue+dequeue rate with the same flows and packets, no
 //! engine; once with 64 packets in the scheduler and once ("backlogged") with every greedy
-//! flow holding a mailbox's capacity, as in the engine.
+//! flow holding its share of a mailbox's capacity (all of it with one flow per client),
+//! as in the engine.
 //!
 //! [`stability()`] (section 6.5): two greedy clients, weights 10:1, on links from 0.5x to 2x
 //! the rate the PSPAT engine sustains: the share of each architecture at each rate.
@@ -46,7 +48,7 @@ pub use report::{
     ArbiterStalls, ClientShare, FloorPoint, FloorReport, Latency, Point, Ratio, StabilityReport,
     StabilityResult, StabilityRow, ThroughputReport,
 };
-pub use spec::{FloorSpec, Knobs, Setup, StabilitySpec, ThroughputSpec};
+pub use spec::{FloorSpec, Knobs, Setup, StabilitySpec, ThroughputSpec, MAX_FLOWS};
 pub use stability::stability;
 pub use throughput::throughput;
 

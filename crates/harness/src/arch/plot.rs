@@ -40,8 +40,10 @@ impl ThroughputReport {
         };
         let rate = series(&|p| Some(p.decisions_per_s / 1e6));
         let p99 = series(&|p| p.victim.as_ref().map(|v| v.p99_ns as f64 / 1000.0));
+        // The flows only when spread: one per client is the plot's usual case.
+        let flows = self.flows.map_or(String::new(), |n| format!(", {n} flows"));
         let rate_title = format!(
-            "{}: scheduler decisions per second ({} B, {} backend)",
+            "{}: scheduler decisions per second ({} B{flows}, {} backend)",
             self.alg, self.len, self.backend
         );
         let p99_title = match (self.victim_gap, self.victim_weight) {
@@ -98,6 +100,7 @@ mod tests {
             handoff: Handoff::Arbiter,
             rate_bps: 0,
             len: 60,
+            flows: None,
             duration: Duration::from_secs(1),
             knobs: crate::arch::spec::tests::setup().knobs,
             victim_gap: Some(Duration::from_micros(50)),
@@ -129,5 +132,14 @@ mod tests {
         std::fs::write(dir.path().join("file"), "").unwrap();
         let e = r.plot(&dir.path().join("file/x.svg")).unwrap_err();
         assert!(e.to_string().contains("x.svg"), "{e}");
+        // Spread over more flows than clients: the title says how many.
+        let r = ThroughputReport {
+            flows: Some(4096),
+            ..r
+        };
+        r.plot(&path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let title = "drr: scheduler decisions per second (60 B, 4096 flows, null backend)";
+        assert!(svg.contains(title), "{title} not in the plot");
     }
 }

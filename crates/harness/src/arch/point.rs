@@ -1,9 +1,12 @@
 //! One measurement: an engine of either architecture, its greedy clients and maybe a
 //! victim, a warm-up, then the counters' growth between two snapshots.
 //!
-//! The client threads run `pspat_engine::traffic::{greedy, periodic}` over the concrete
-//! client type of the architecture ([`pspat_engine::Client`] or
+//! The client threads run `pspat_engine::traffic::{greedy, greedy_spread, periodic}` over
+//! the concrete client type of the architecture ([`pspat_engine::Client`] or
 //! [`pspat_engine::LockClient`]): one monomorphised loop each, no dispatch per packet.
+//!
+//! Flows: the greedy ones first, one per greedy client or (`PointSpec::flows`) spread over
+//! them, client `i` of `C` owning flows `i, i + C, ...`; then the victim's.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -32,6 +35,16 @@ pub(crate) struct PointSpec<'a> {
     pub greedy: Vec<u32>,
     /// The victim's gap, if it runs.
     pub victim_gap: Option<Duration>,
+    /// Greedy flows in all (`ThroughputSpec::flows`: at least one per greedy client);
+    /// `None`: one per greedy client.
+    pub flows: Option<u32>,
+}
+
+impl PointSpec<'_> {
+    /// How many greedy flows the point has (the victim's is the next).
+    fn greedy_flows(&self) -> usize {
+        self.flows.map_or(self.greedy.len(), |n| n as usize)
+    }
 }
 
 /// The two limits a throughput point is compared with (zero: not measured).
@@ -41,15 +54,42 @@ pub(crate) struct Limits {
     pub backlogged: f64,
 }
 
-/// One flow per client; the victim's last. A flow's maximum packet length is the packet
-/// length: timestamp schedulers size their guarantees (and QFQ its groups) by it.
-pub(crate) fn flows_of(greedy: &[u32], victim: bool, len: u32) -> Vec<FlowParams> {
-    greedy
-        .iter()
-        .copied()
+/// The greedy flows, then the victim's: one flow per greedy client (weights `greedy`), or
+/// with `flows` (at least one per client) that many, flow `j` with client `j % C`'s weight.
+/// A flow's maximum packet length is the packet length: timestamp schedulers size their
+/// guarantees (and QFQ its groups) by it.
+pub(crate) fn flows_of(
+    greedy: &[u32],
+    flows: Option<u32>,
+    victim: bool,
+    len: u32,
+) -> Vec<FlowParams> {
+    let n = flows.map_or(greedy.len(), |n| n as usize);
+    (0..n)
+        .map(|j| greedy[j % greedy.len()])
         .chain(victim.then_some(VICTIM_WEIGHT * GREEDY_WEIGHT))
         .map(|w| FlowParams::weighted(w).with_max_len(len))
         .collect()
+}
+
+/// The packet limit of each greedy flow when `clients` greedy clients spread their packets
+/// over `flows` flows, with mailboxes of `mailbox_entries` slots (what a client may have in
+/// flight): `ceil(mailbox_entries * clients / flows) * 2`, at least 4 and at most
+/// `mailbox_entries`.
+///
+/// A client submits round robin over its flows (`flows / clients` of them, rounded up or
+/// down), so its in-flight packets spread evenly over them: a flow holds about
+/// `mailbox_entries * clients / flows`. Twice that covers a client with the rounded-down
+/// number `m` (its flows hold `(m + 1) / m` of the average at most, twice for `m = 1`)
+/// and otherwise leaves slack for a scheduler that serves a client's flows less than
+/// evenly; the floor of 4 is slack for shares of one or two packets. Room for a whole
+/// mailbox in every flow would cost memory, not packets: a flow's ring (its limit rounded
+/// up to a power of two, 40 bytes a slot for the engine's descriptor) is allocated when
+/// the engine starts, and 32k flows of 512 slots take 670 MB.
+pub(crate) fn spread_limit(mailbox_entries: usize, clients: usize, flows: u32) -> u32 {
+    let even = (mailbox_entries as u64 * clients as u64).div_ceil(u64::from(flows).max(1));
+    let entries = mailbox_entries as u64;
+    (even * 2).max(4).min(entries) as u32
 }
 
 fn engine_config(spec: &PointSpec) -> EngineConfig {
@@ -61,11 +101,23 @@ fn engine_config(spec: &PointSpec) -> EngineConfig {
             track_latency: true,
         });
     }
-    let mut cfg = EngineConfig::new(&s.alg, flows_of(&spec.greedy, victim, s.len), clients);
+    let flows = flows_of(&spec.greedy, spec.flows, victim, s.len);
+    let mut cfg = EngineConfig::new(&s.alg, flows, clients);
     cfg.mailbox_entries = s.mailbox;
-    // Each flow can hold everything its client can have in flight: no scheduler drops.
-    let limit = cfg.mailbox_entries as u32;
-    for f in &mut cfg.flows {
+    // Each flow can hold everything its client can have in flight on it: no scheduler
+    // drops. With one flow per client that is a mailbox's capacity; spread over several,
+    // the client's share of them (`spread_limit`). The victim keeps a whole mailbox.
+    let entries = cfg.mailbox_entries as u32;
+    let greedy_limit = spec
+        .flows
+        .map_or(entries, |n| spread_limit(s.mailbox, spec.greedy.len(), n));
+    let n_greedy_flows = spec.greedy_flows();
+    for (j, f) in cfg.flows.iter_mut().enumerate() {
+        let limit = if j < n_greedy_flows {
+            greedy_limit
+        } else {
+            entries
+        };
         *f = f.with_limit_pkts(limit);
     }
     cfg.params = s.params.clone();
@@ -216,11 +268,15 @@ fn spawn_clients<C: Submit + Send + 'static>(
     let n_greedy = spec.greedy.len();
     let len = spec.setup.len;
     let placement = Placement::of(spec.setup.pin, spec.arch);
+    // Greedy client `i` sends on flows `i, i + C, ...` below this; the victim on it.
+    let n_flows = spec.greedy_flows() as u32;
+    let stride = n_greedy as u32;
+    let spread = spec.flows.is_some();
     let mut threads = Vec::with_capacity(clients.len());
     for (i, mut c) in clients.into_iter().enumerate() {
         let stop = Arc::clone(stop);
-        let flow = i as u32;
         let gap = spec.victim_gap.filter(|_| i >= n_greedy);
+        let flow = if gap.is_some() { n_flows } else { i as u32 };
         let name = if gap.is_some() {
             "victim".to_owned()
         } else {
@@ -235,6 +291,11 @@ fn spawn_clients<C: Submit + Send + 'static>(
                     let _ = pspat_io::cpu::pin_current_thread(cpu);
                 }
                 match gap {
+                    // Its flows: those of `flow + k * stride` below `n_flows`.
+                    None if spread => {
+                        let count = (n_flows - flow).div_ceil(stride);
+                        traffic::greedy_spread(&mut c, flow, stride, count, len, &stop)
+                    }
                     None => traffic::greedy(&mut c, flow, len, &stop),
                     Some(gap) => traffic::periodic(&mut c, flow, len, gap, &stop),
                 }
@@ -364,11 +425,48 @@ mod tests {
 
     #[test]
     fn flows_put_the_victim_last_with_its_weight() {
-        let f = flows_of(&[1, 2], true, 60);
+        let f = flows_of(&[1, 2], None, true, 60);
         assert_eq!(f.len(), 3);
         assert_eq!(f[1], FlowParams::weighted(2).with_max_len(60));
         assert_eq!(f[2], FlowParams::weighted(VICTIM_WEIGHT).with_max_len(60));
-        assert_eq!(flows_of(&[1, 2], false, 60).len(), 2);
+        assert_eq!(flows_of(&[1, 2], None, false, 60).len(), 2);
+        // Spread: flow j is client j % 2's, the victim's after the 5 greedy flows.
+        let f = flows_of(&[1, 2], Some(5), true, 60);
+        let weights: Vec<u32> = f.iter().map(|f| f.weight).collect();
+        assert_eq!(weights, [1, 2, 1, 2, 1, VICTIM_WEIGHT]);
+        assert!(f.iter().all(|f| f.max_len == 60));
+        assert_eq!(
+            flows_of(&[1, 2], Some(2), false, 60),
+            flows_of(&[1, 2], None, false, 60)
+        );
+    }
+
+    #[test]
+    fn spread_flows_share_a_mailbox_and_the_victim_keeps_one() {
+        // 2 clients of 512-slot mailboxes over 64 flows: 16 packets a flow, twice that.
+        assert_eq!(spread_limit(512, 2, 64), 32);
+        // Never more than a mailbox, never fewer than 4.
+        assert_eq!(spread_limit(512, 1, 1), 512);
+        assert_eq!(spread_limit(512, 3, 4), 512);
+        assert_eq!(spread_limit(512, 16, 32_768), 4);
+        assert_eq!(spread_limit(16, 1, 1 << 20), 4);
+        // Rounded up: 512 * 3 / 1000 is 1.5.
+        assert_eq!(spread_limit(512, 3, 1000), 4);
+        assert_eq!(spread_limit(512, 3, 100), 32);
+
+        let s = setup();
+        let spec = |flows| PointSpec {
+            arch: Arch::Pspat,
+            setup: &s,
+            greedy: vec![1, 1],
+            victim_gap: Some(Duration::from_micros(50)),
+            flows,
+        };
+        let limits =
+            |cfg: EngineConfig| -> Vec<u32> { cfg.flows.iter().map(|f| f.limit_pkts).collect() };
+        assert_eq!(limits(engine_config(&spec(None))), [512; 3]);
+        let want: Vec<u32> = [32; 64].into_iter().chain([512]).collect();
+        assert_eq!(limits(engine_config(&spec(Some(64)))), want);
     }
 
     #[test]
@@ -380,6 +478,7 @@ mod tests {
                 setup: s,
                 greedy: vec![1; 3],
                 victim_gap: None,
+                flows: None,
             };
             let placement = Placement::of(s.pin, arch);
             (
@@ -429,6 +528,7 @@ mod tests {
                 setup: &s,
                 greedy: vec![1, 1],
                 victim_gap: Some(Duration::from_micros(50)),
+                flows: None,
             };
             let limits = Limits {
                 flat: 1e6,

@@ -13,7 +13,8 @@ use super::{Arch, Knobs};
 /// A greedy client's share of a point.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ClientShare {
-    /// Its index (and flow).
+    /// Its index (and its flow, unless the run spread the clients over more flows: then
+    /// the sum over its flows).
     pub client: usize,
     /// Its flow's weight.
     pub weight: u32,
@@ -73,8 +74,9 @@ pub struct Point {
     pub limit_per_s: f64,
     /// decisions_per_s / limit_per_s.
     pub of_limit: f64,
-    /// The same with every greedy flow holding a mailbox's capacity of packets, as it
-    /// does in the engine (the plain limit keeps only 64 packets in the scheduler).
+    /// The same with every greedy flow holding a mailbox's capacity of packets (with the
+    /// clients spread over more flows, its share of its client's), as it does in the
+    /// engine (the plain limit keeps only 64 packets in the scheduler).
     pub limit_backlogged_per_s: f64,
     /// decisions_per_s / limit_backlogged_per_s.
     pub of_limit_backlogged: f64,
@@ -127,6 +129,9 @@ pub struct ThroughputReport {
     pub rate_bps: u64,
     /// Packet length, bytes.
     pub len: u32,
+    /// Greedy flows in all, spread over each point's greedy clients; `None` (null): one
+    /// per greedy client.
+    pub flows: Option<u32>,
     /// Measured time per point.
     #[serde(rename = "duration_s", serialize_with = "as_secs")]
     pub duration: Duration,
@@ -426,6 +431,7 @@ pub(crate) mod tests {
             handoff: Handoff::Arbiter,
             rate_bps: 0,
             len: 60,
+            flows: Some(4096),
             duration: Duration::from_millis(500),
             knobs: crate::arch::spec::tests::setup().knobs,
             victim_gap: Some(Duration::from_micros(50)),
@@ -446,6 +452,7 @@ pub(crate) mod tests {
                 "handoff",
                 "rate_bps",
                 "len",
+                "flows",
                 "duration_s",
                 "delta_a_ns",
                 "aggregate_ns",
@@ -460,6 +467,7 @@ pub(crate) mod tests {
         assert_eq!(v["handoff"], "arbiter");
         assert_eq!(v["duration_s"], 0.5);
         assert_eq!(v["victim_gap_us"], 50);
+        assert_eq!(v["flows"], 4096);
         let p = &v["points"][0];
         assert_eq!(
             keys(&r.points[0]),
@@ -494,14 +502,16 @@ pub(crate) mod tests {
             keys(&r.points[0].victim),
             ["count", "p50_ns", "p99_ns", "max_ns"]
         );
-        // Without a victim, its settings are null.
+        // Without a victim, its settings are null; one flow per client is a null count.
         let r = ThroughputReport {
             victim_gap: None,
             victim_weight: None,
+            flows: None,
             ..r
         };
         let v = serde_json::to_value(&r).unwrap();
         assert!(v["victim_gap_us"].is_null() && v["victim_weight"].is_null());
+        assert!(v["flows"].is_null(), "{v}");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! The ranges are the command line's: a point lasts 10 ms to an hour (after a warm-up of a
 //! tenth of it, at least 20 ms), 1 to 1024 greedy clients, mailboxes of a power of two in
 //! 16..=65536 slots, a link of at most 10^15 bit/s (0: unlimited), 1 to 65535-byte packets,
-//! a victim gap of 1 us to 1 s, scans of 1 to 65536 packets. `validate` checks them all
-//! and that the algorithm takes its parameters, before any thread starts.
+//! a victim gap of 1 us to 1 s, scans of 1 to 65536 packets, greedy flows (when spread)
+//! from the largest client count to [`MAX_FLOWS`]. `validate` checks them all and that the
+//! algorithm takes its parameters, before any thread starts.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +70,12 @@ pub struct Setup {
 
 /// Most link rate, bit/s.
 const MAX_RATE_BPS: u64 = 1_000_000_000_000_000;
+
+/// Most greedy flows a throughput run may spread its clients' packets over
+/// (`ThroughputSpec::flows`): 2^20. Memory bounds it: every flow's ring is allocated when
+/// the engine starts (at least 4 slots of 40 bytes, plus its entry), in the engine and
+/// again in the limit loop, so 2^20 flows take some hundreds of megabytes.
+pub const MAX_FLOWS: u32 = 1 << 20;
 
 impl Setup {
     /// Checks every setting's range, and that the algorithm takes its parameters.
@@ -154,13 +161,32 @@ pub struct ThroughputSpec {
     pub clients: Vec<usize>,
     /// The victim's gap between packets; `None`: no victim.
     pub victim_gap: Option<Duration>,
+    /// Greedy flows in all, spread over the greedy clients of each point: flow `j` is
+    /// client `j % C`'s (of `C` clients, with its weight), and client `i` sends on flows
+    /// `i, i + C, i + 2C, ...` in turn; the victim's flow comes after them. From the
+    /// largest client count (one flow each) to [`MAX_FLOWS`]. `None`: one flow per greedy
+    /// client.
+    pub flows: Option<u32>,
 }
 
 impl ThroughputSpec {
-    /// Checks the setup, the lists and the victim's gap (1 us..=1 s).
+    /// Checks the setup, the lists, the victim's gap (1 us..=1 s) and the flows.
     pub fn validate(&self) -> Result<(), ArchError> {
         check_archs(&self.archs)?;
         check_clients(&self.clients)?;
+        if let Some(n) = self.flows {
+            // Every client of every point needs a flow of its own.
+            let most = self.clients.iter().copied().max().unwrap_or(1);
+            if !(most..=MAX_FLOWS as usize).contains(&(n as usize)) {
+                return Err(ArchError::range(
+                    Setting::Flows,
+                    n,
+                    format!(
+                        "{most}..={MAX_FLOWS} (a flow at least per client of the largest count)"
+                    ),
+                ));
+            }
+        }
         if let Some(gap) = self.victim_gap {
             if !(Duration::from_micros(1)..=Duration::from_secs(1)).contains(&gap) {
                 return Err(ArchError::range(
@@ -257,6 +283,7 @@ pub(crate) mod tests {
             archs: vec![Arch::Pspat, Arch::Lock],
             clients: vec![1, 2],
             victim_gap: Some(Duration::from_micros(50)),
+            flows: None,
         }
     }
 
@@ -308,6 +335,32 @@ pub(crate) mod tests {
         assert!(with(|s| s.setup.knobs.scan_batch = 0).contains("scan batch 0"));
         assert!(with(|s| s.victim_gap = Some(Duration::from_secs(2))).contains("victim gap 2s"));
         assert!(with(|s| s.setup.alg = "nosuch".into()).contains("'nosuch'"));
+    }
+
+    /// Spread flows: at least one per client of the largest count, at most 2^20.
+    #[test]
+    fn flows_cover_every_client_and_stay_in_memory() {
+        let with = |clients: Vec<usize>, flows| {
+            let mut s = throughput();
+            s.clients = clients;
+            s.flows = Some(flows);
+            s.validate()
+        };
+        let e = with(vec![4, 64, 16], 32).unwrap_err();
+        assert_eq!(e.setting(), Some(Setting::Flows));
+        assert_eq!(
+            refused(Err(e)),
+            "flow count 32 must be 64..=1048576 (a flow at least per client of the largest count)"
+        );
+        assert!(refused(with(vec![1], MAX_FLOWS + 1))
+            .starts_with("flow count 1048577 must be 1..=1048576"));
+        assert!(refused(with(vec![2], 0)).contains("flow count 0"));
+        // The ends are in range, and so is no count at all.
+        with(vec![4, 64, 16], 64).unwrap();
+        with(vec![1], MAX_FLOWS).unwrap();
+        throughput().validate().unwrap();
+        // The clients are checked first: a bad count is named as such.
+        assert!(refused(with(vec![0], 4)).contains("client count 0"));
     }
 
     #[test]

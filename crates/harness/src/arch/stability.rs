@@ -23,6 +23,7 @@ pub fn stability(
             setup: &setup,
             greedy: greedy.to_vec(),
             victim_gap: None,
+            flows: None,
         };
         run_point(&p, Limits::default()).map_err(|e| ArchError::Point {
             arch,

@@ -3,7 +3,7 @@
 
 use pspat_io::Pkt;
 
-use super::point::{flows_of, run_point, Limits, PointSpec};
+use super::point::{flows_of, run_point, spread_limit, Limits, PointSpec};
 use super::report::{self, ThroughputReport};
 use super::{ArchError, Progress, ThroughputSpec, GREEDY_WEIGHT, VICTIM_WEIGHT};
 use crate::limit::Limit;
@@ -21,24 +21,35 @@ pub fn throughput(
     let mut points = Vec::with_capacity(spec.clients.len() * spec.archs.len());
     for &n in &spec.clients {
         let greedy = vec![GREEDY_WEIGHT; n];
+        // The engine's flows, and with them spread its greedy flows' packet limits (the
+        // scheduler's rings as large as the engine's; the default room would take
+        // gigabytes with many flows).
+        let flows = flows_of(&greedy, spec.flows, victim, s.len);
+        let flow_limit_pkts = spec.flows.map(|f| spread_limit(s.mailbox, n, f));
         let limit = |backlog, backlogged| {
             Limit {
                 alg: s.alg.clone(),
                 params: s.params.clone(),
-                flows: flows_of(&greedy, victim, s.len),
+                flows: flows.clone(),
                 len: s.len,
                 duration: s.duration / 2,
                 backlog,
                 backlogged,
+                flow_limit_pkts,
             }
             .measure()
         };
         // A greedy client keeps its mailbox's capacity in flight, nearly all of it in the
-        // scheduler; the victim's flow is nearly empty.
+        // scheduler, spread evenly over its flows (at least one packet each); the victim's
+        // flow is nearly empty.
         let in_flight = pspat_mailbox::Config::with_entries(s.mailbox).capacity::<Pkt>();
+        let (backlog, backlogged) = match spec.flows {
+            None => (in_flight, n),
+            Some(f) => ((in_flight * n / f as usize).max(1), f as usize),
+        };
         let limits = Limits {
             flat: limit(0, 0)?,
-            backlogged: limit(in_flight, n)?,
+            backlogged: limit(backlog, backlogged)?,
         };
         for &arch in &spec.archs {
             progress(Progress::Point { clients: n, arch });
@@ -47,6 +58,7 @@ pub fn throughput(
                 setup: s,
                 greedy: greedy.clone(),
                 victim_gap: spec.victim_gap,
+                flows: spec.flows,
             };
             let p = run_point(&point, limits).map_err(|e| ArchError::Point {
                 arch,
@@ -62,6 +74,7 @@ pub fn throughput(
         handoff: s.handoff,
         rate_bps: s.rate_bps,
         len: s.len,
+        flows: spec.flows,
         duration: s.duration,
         knobs: s.knobs,
         victim_gap: spec.victim_gap,
@@ -73,7 +86,11 @@ pub fn throughput(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
+
+    use pspat_io::{Backend, SendError, Sender};
 
     use super::*;
     use crate::arch::spec::tests::setup;
@@ -86,6 +103,7 @@ mod tests {
             archs: vec![Arch::Lock, Arch::Pspat],
             clients: vec![2, 1],
             victim_gap: None,
+            flows: None,
         };
         let mut heard = Vec::new();
         let r = throughput(&spec, &mut |p| heard.push(p)).unwrap();
@@ -119,6 +137,63 @@ mod tests {
         assert_eq!((r.victim_gap, r.victim_weight), (None, None));
     }
 
+    /// A backend that counts the packets it is given per (client, flow).
+    #[derive(Default)]
+    struct PerFlow(Arc<Mutex<BTreeMap<(u32, u32), u64>>>);
+
+    impl Backend for PerFlow {
+        fn name(&self) -> &'static str {
+            "per-flow"
+        }
+        fn open(&self, _thread: usize) -> Result<Box<dyn Sender>, SendError> {
+            Ok(Box::new(PerFlow(Arc::clone(&self.0))))
+        }
+    }
+
+    impl Sender for PerFlow {
+        fn send(&mut self, batch: &[Pkt]) -> Result<usize, SendError> {
+            let mut seen = self.0.lock().unwrap();
+            for p in batch {
+                *seen.entry((p.client, p.flow)).or_default() += 1;
+            }
+            Ok(batch.len())
+        }
+    }
+
+    /// Two greedy clients spread over 64 flows, and the victim: in either architecture
+    /// every greedy flow carries packets, each from the client that owns it (flow `j` is
+    /// client `j % 2`'s), the victim's is flow 64, there is no other, and the flows' packet
+    /// limits (a share of a mailbox each) drop nothing.
+    #[test]
+    fn a_tiny_run_spread_over_64_flows_sends_on_every_one() {
+        for arch in [Arch::Pspat, Arch::Lock] {
+            let seen = Arc::new(Mutex::new(BTreeMap::new()));
+            let mut spec = ThroughputSpec {
+                setup: setup(),
+                archs: vec![arch],
+                clients: vec![2],
+                victim_gap: Some(Duration::from_micros(50)),
+                flows: Some(64),
+            };
+            spec.setup.backend = Arc::new(PerFlow(Arc::clone(&seen)));
+            let r = throughput(&spec, &mut |_| {}).unwrap();
+            assert_eq!(r.flows, Some(64));
+            let p = &r.points[0];
+            assert_eq!((p.arch, p.clients, p.shares.len()), (arch, 2, 2));
+            assert!(
+                p.decisions_per_s > 0.0 && p.limit_backlogged_per_s > 0.0,
+                "{p:?}"
+            );
+            assert_eq!((p.drops, p.send_failed), (0, 0), "{p:?}");
+            // Every (flow, client) pair that sent a packet, by flow.
+            let mut sent: Vec<(u32, u32)> =
+                seen.lock().unwrap().keys().map(|&(c, f)| (f, c)).collect();
+            sent.sort_unstable();
+            let want: Vec<(u32, u32)> = (0..64).map(|f| (f, f % 2)).chain([(64, 2)]).collect();
+            assert_eq!(sent, want, "{arch}");
+        }
+    }
+
     #[test]
     fn an_invalid_spec_starts_nothing() {
         let mut spec = ThroughputSpec {
@@ -126,6 +201,7 @@ mod tests {
             archs: vec![Arch::Pspat],
             clients: vec![1],
             victim_gap: Some(Duration::from_micros(50)),
+            flows: None,
         };
         spec.setup.duration = Duration::ZERO;
         let mut heard = 0;
