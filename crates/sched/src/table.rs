@@ -39,7 +39,8 @@
 //! and a dequeue touch: in its first 64 bytes the ring, its read position, the backlog,
 //! the handle, the packet-size and packet-count limits, the weight, the room left under
 //! the byte limit and the bytes sent; then the head packet and its tag (8 bytes for a
-//! buffer index and a length, 24 for a [`crate::Desc`], 40 for the engine's descriptor);
+//! buffer index and a length, 24 for a [`crate::Desc`], 40 for the engine's descriptor,
+//! nothing in accounting mode, whose tables are of the uninhabited [`NoPacket`]);
 //! then the algorithm's state `S`. The cold part (byte limit as configured, priority, drop
 //! counters: 72 bytes) lives in a parallel array and is read only by control operations,
 //! drops and strict-priority policies. So an admission reads only the entry's first cache
@@ -125,6 +126,17 @@ use crate::error::FlowError;
 use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::stats::{Backlog, DropCounts, DropReason, FlowStats, SchedStats};
+
+/// The packet type of a table in accounting mode ([`FlowTable::accounting`]), which stores
+/// no packet: uninhabited, so that the head-packet field of its entries takes no room and
+/// an entry is its 64 bytes of counters and limits.
+pub(crate) enum NoPacket {}
+
+impl Packet for NoPacket {
+    fn wire_len(&self) -> u32 {
+        match *self {}
+    }
+}
 
 /// End-of-list marker for flow indices (used by the algorithms' lists).
 pub const NIL: u32 = u32::MAX;
@@ -921,6 +933,8 @@ mod tests {
         assert_eq!(std::mem::size_of::<Option<(Small, ())>>(), 8);
         assert_eq!(std::mem::offset_of!(E<Small, u64>, st), 72);
         assert_eq!(std::mem::offset_of!(E<Desc, u64>, st), 88);
+        // A table in accounting mode stores no packet: its entries are the 64 bytes alone.
+        assert_eq!(std::mem::size_of::<E<NoPacket, ()>>(), 64);
     }
 
     #[test]

@@ -33,7 +33,7 @@ use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry::{Algorithm, AlgorithmInfo, Params, ServiceClass};
 use crate::scheduler::Scheduler;
-use crate::table::{FlowTable, MAX_FLOWS};
+use crate::table::{FlowTable, NoPacket, MAX_FLOWS};
 
 /// The registry entry of FIFO (see [`Fifo`] for the scheduler).
 #[derive(Debug)]
@@ -60,7 +60,7 @@ impl Algorithm for FifoAlgorithm {
 
 /// First in, first out.
 pub struct Fifo<P> {
-    flows: FlowTable<P, ()>,
+    flows: FlowTable<NoPacket, ()>,
     /// Power-of-two length; positions `head..tail` hold the queued packets.
     ring: Box<[Option<(u32, P)>]>,
     head: u64,

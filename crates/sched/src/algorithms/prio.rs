@@ -34,7 +34,7 @@ use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry::{Algorithm, AlgorithmInfo, ParamInfo, Params, ServiceClass};
 use crate::scheduler::Scheduler;
-use crate::table::{FlowTable, MAX_FLOWS, NIL};
+use crate::table::{FlowTable, NoPacket, MAX_FLOWS, NIL};
 
 /// Most bands (one bit each in a `u64`).
 pub const MAX_BANDS: u32 = 64;
@@ -81,7 +81,7 @@ struct Band {
 
 /// Strict priority.
 pub struct Prio<P> {
-    flows: FlowTable<P, ()>,
+    flows: FlowTable<NoPacket, ()>,
     /// Power-of-two length; the first `capacity` slots are in use or free.
     slots: Box<[Slot<P>]>,
     free: u32,
