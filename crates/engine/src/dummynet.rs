@@ -910,12 +910,9 @@ impl Service for Dummynet {
             .expect("the instance just served is live");
         let wire = inst.link.wire_len(p.len);
         inst.wire_bytes += wire;
-        p.depart_ns = if inst.backlogged {
-            inst.link
-                .transmit_wire_backlogged(wire, arrived, self.floor_ns)
-        } else {
-            inst.link.transmit_wire_arrived(wire, arrived)
-        };
+        p.depart_ns = inst
+            .link
+            .charge_wire(wire, arrived, self.floor_ns, inst.backlogged);
         inst.backlogged = !inst.sched.is_empty();
         if !inst.backlogged {
             inst.ready = false;

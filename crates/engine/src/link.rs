@@ -188,6 +188,24 @@ impl Link {
         self.out_ns
     }
 
+    /// Charges `wire` bytes of a packet that arrived at `arrival_ns` (at least `floor_ns`):
+    /// [`Link::transmit_wire_backlogged`] when the scheduler kept packets since the last
+    /// charge (`backlogged`), else [`Link::transmit_wire_arrived`]. What the services call.
+    #[inline]
+    pub fn charge_wire(
+        &mut self,
+        wire: u64,
+        arrival_ns: u64,
+        floor_ns: u64,
+        backlogged: bool,
+    ) -> u64 {
+        if backlogged {
+            self.transmit_wire_backlogged(wire, arrival_ns, floor_ns)
+        } else {
+            self.transmit_wire_arrived(wire, arrival_ns)
+        }
+    }
+
     /// The scheduler ran dry at `now_ns`: restart from now, with no credit saved.
     #[inline]
     pub fn reset(&mut self, now_ns: u64) {

@@ -152,13 +152,10 @@ impl<S: Scheduler<Pkt>> Service for Single<S> {
     #[inline(always)]
     fn charge(&mut self, p: &mut Pkt) {
         let arrived = p.submit_ns.max(self.floor_ns);
-        p.depart_ns = if self.backlogged {
-            let wire = self.link.wire_len(p.len);
-            self.link
-                .transmit_wire_backlogged(wire, arrived, self.floor_ns)
-        } else {
-            self.link.transmit_arrived(p.len, arrived)
-        };
+        let wire = self.link.wire_len(p.len);
+        p.depart_ns = self
+            .link
+            .charge_wire(wire, arrived, self.floor_ns, self.backlogged);
         self.backlogged = !self.sched.is_empty();
     }
 
