@@ -28,6 +28,7 @@
 
 use crate::gen_report::GenReport;
 use crate::sink_report::SinkReport;
+use pspat_sched::reference::fluid::max_min_fair;
 
 /// One greedy sender's figures.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,42 +60,6 @@ pub struct Fairness {
     pub jain: f64,
     /// The largest |share/target_weight - 1| (NaN when nothing got through).
     pub max_share_err_weight: f64,
-}
-
-/// The weighted max-min fair allocation (water-filling) of `capacity` among senders of
-/// `weights` (each above 0) and `demands` (in the unit of `capacity`; negative or NaN
-/// demands count as 0), in the order given.
-///
-/// Water level L: sender i gets min(d_i, L w_i), with L the level at which the
-/// allocations add up to `capacity`, or everyone gets their demand when the demands add
-/// up to less. Found by visiting the senders in order of d_i / w_i: each one whose demand
-/// is within its weighted part of what is left is satisfied and leaves (the level can only
-/// rise when it does: it took at most its part); the first that is not, and every later
-/// one (larger d/w), gets its weighted part of what is left.
-///
-/// # Panics
-/// If the two slices differ in length.
-pub fn max_min_fair(capacity: f64, weights: &[f64], demands: &[f64]) -> Vec<f64> {
-    assert_eq!(weights.len(), demands.len(), "one weight per demand");
-    let demand = |i: usize| if demands[i] > 0.0 { demands[i] } else { 0.0 };
-    let mut order: Vec<usize> = (0..weights.len()).collect();
-    order.sort_by(|&a, &b| (demand(a) / weights[a]).total_cmp(&(demand(b) / weights[b])));
-    let mut got = vec![0.0; weights.len()];
-    let mut left = capacity.max(0.0);
-    let mut w_left: f64 = weights.iter().sum();
-    for (k, &i) in order.iter().enumerate() {
-        if demand(i) <= left * weights[i] / w_left {
-            got[i] = demand(i);
-            left -= demand(i);
-            w_left -= weights[i];
-            continue;
-        }
-        for &j in &order[k..] {
-            got[j] = left * weights[j] / w_left;
-        }
-        break;
-    }
-    got
 }
 
 /// Shares of the greedy senders `0..m` (sender i has weight `weights[i % len]`; `weights`
@@ -177,63 +142,6 @@ fn ratio(share: f64, target: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::fixtures::sink;
-
-    fn close(a: &[f64], b: &[f64]) -> bool {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
-    }
-
-    #[test]
-    fn water_filling_against_hand_computed_allocations() {
-        // (capacity, weights, demands, the allocation worked out by hand)
-        type Case<'a> = (f64, &'a [f64], &'a [f64], &'a [f64]);
-        let cases: [Case; 7] = [
-            // Everyone asks for more than its part: the capacity splits by weight.
-            (
-                100.0,
-                &[1.0, 2.0, 3.0, 4.0],
-                &[100.0; 4],
-                &[10.0, 20.0, 30.0, 40.0],
-            ),
-            // One light sender gets its demand; the other two split the 90 left 1:2.
-            (
-                100.0,
-                &[1.0, 1.0, 2.0],
-                &[10.0, 100.0, 100.0],
-                &[10.0, 30.0, 60.0],
-            ),
-            // Nobody is saturated: demands (30 of the capacity is left unused).
-            (
-                100.0,
-                &[1.0, 2.0, 3.0],
-                &[10.0, 20.0, 40.0],
-                &[10.0, 20.0, 40.0],
-            ),
-            // A cascade: 5 leaves (level 25), then 20 (level 95/3), the last two split 75.
-            (
-                100.0,
-                &[1.0, 1.0, 1.0, 1.0],
-                &[5.0, 20.0, 50.0, 50.0],
-                &[5.0, 20.0, 37.5, 37.5],
-            ),
-            // The heavy sender asks little: 10 of its 80; the light one gets the other 90
-            // though its weight alone would give it 20.
-            (100.0, &[4.0, 1.0], &[10.0, 500.0], &[10.0, 90.0]),
-            // Demands exactly at the level: everyone gets their demand, nothing is left.
-            (60.0, &[1.0, 2.0], &[20.0, 40.0], &[20.0, 40.0]),
-            // No capacity, and negative or NaN demands: nothing for anyone.
-            (
-                0.0,
-                &[1.0, 1.0, 1.0],
-                &[5.0, -1.0, f64::NAN],
-                &[0.0, 0.0, 0.0],
-            ),
-        ];
-        for (capacity, w, d, want) in cases {
-            let got = max_min_fair(capacity, w, d);
-            assert!(close(&got, want), "C={capacity} w={w:?} d={d:?}: {got:?}");
-        }
-        assert!(max_min_fair(10.0, &[], &[]).is_empty());
-    }
 
     /// A generator report where sender i offered `pps[i]` packets/s, and a victim.
     fn gen(pps: &[f64]) -> GenReport {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use pspat_engine::traffic::{SizeDist, TrafficSpec};
 use pspat_engine::{ClientConfig, EngineConfig, Handoff};
+use pspat_sched::reference::fluid::max_min_fair;
 use pspat_sched::registry::Params;
 use pspat_sched::FlowParams;
 use pspat_units::{parse_bandwidth, parse_duration_ns, HumanBandwidth};
@@ -308,35 +309,8 @@ impl Scenario {
                 None => f64::INFINITY,
             })
             .collect();
-        let mut got = vec![0.0; demand.len()];
-        let mut open: Vec<usize> = (0..demand.len()).collect();
-        let mut left = self.rate_bps as f64;
-        // Water-filling: satisfied tenants leave, the rest share what remains by weight.
-        loop {
-            let wsum: f64 = open
-                .iter()
-                .map(|&i| f64::from(self.tenants[i].weight))
-                .sum();
-            if open.is_empty() || wsum == 0.0 {
-                break;
-            }
-            let sat: Vec<usize> = open
-                .iter()
-                .copied()
-                .filter(|&i| demand[i] <= left * f64::from(self.tenants[i].weight) / wsum)
-                .collect();
-            if sat.is_empty() {
-                for &i in &open {
-                    got[i] = left * f64::from(self.tenants[i].weight) / wsum;
-                }
-                break;
-            }
-            for &i in &sat {
-                got[i] = demand[i];
-                left -= demand[i];
-            }
-            open.retain(|i| !sat.contains(i));
-        }
+        let weights: Vec<f64> = self.tenants.iter().map(|t| f64::from(t.weight)).collect();
+        let got = max_min_fair(self.rate_bps as f64, &weights, &demand);
         Some(got)
     }
 }

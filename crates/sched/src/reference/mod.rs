@@ -4,11 +4,14 @@
 //! - [`link`]: drives any scheduler with an arrival sequence on a constant-rate link, with
 //!   or without a transmit queue;
 //! - [`gps`]: the fluid GPS system, exact and event-driven;
+//! - [`fluid`]: steady-state fluid allocations, weighted max-min among flows and the
+//!   allocation of a tree of classes with rates, ceils, priorities and weights;
 //! - [`wfi`]: measured T-WFI and B-WFI of a trace, and its lag and delay against GPS;
 //! - [`model`]: per-flow FIFO queues with limits and counters, no policy: what every
 //!   scheduler must agree with except for the order between flows;
 //! - [`wf2qp_linear`]: WF2Q+ by linear scan, the oracle for the heap-based one.
 
+pub mod fluid;
 pub mod gps;
 pub mod link;
 pub mod model;
