@@ -4,6 +4,7 @@
 //! - [`link`]: drives any scheduler with an arrival sequence on a constant-rate link, with
 //!   or without a transmit queue;
 //! - [`gps`]: the fluid GPS system, exact and event-driven;
+//! - [`hgps`]: hierarchical GPS, the fluid system of a tree of weighted classes;
 //! - [`fluid`]: steady-state fluid allocations, weighted max-min among flows and the
 //!   allocation of a tree of classes with rates, ceils, priorities and weights;
 //! - [`wfi`]: measured T-WFI and B-WFI of a trace, and its lag and delay against GPS;
@@ -13,6 +14,7 @@
 
 pub mod fluid;
 pub mod gps;
+pub mod hgps;
 pub mod link;
 pub mod model;
 pub mod trace;

@@ -1,0 +1,68 @@
+//! Hierarchical GPS against flat GPS where the two must agree: a flat tree, and a tree
+//! whose classes each hold one leaf (a class with one busy child passes its whole rate
+//! down, whatever the child's weight).
+
+use proptest::prelude::*;
+use pspat_sched::reference::gps::FluidGps;
+use pspat_sched::reference::hgps::HierGps;
+
+fn arrivals(flows: usize) -> impl Strategy<Value = Vec<(u64, usize, u32)>> {
+    prop::collection::vec((0u64..20_000, 0..flows, 1u32..1500), 1..40).prop_map(|mut v| {
+        v.sort_by_key(|a| a.0);
+        v
+    })
+}
+
+fn case() -> impl Strategy<Value = (Vec<u32>, Vec<u32>, Vec<(u64, usize, u32)>)> {
+    (1usize..6).prop_flat_map(|n| {
+        (
+            prop::collection::vec(1u32..10, n),
+            prop::collection::vec(1u32..10, n),
+            arrivals(n),
+        )
+    })
+}
+
+fn compare(
+    h: &mut HierGps,
+    leaf: impl Fn(usize) -> usize,
+    weights: &[u32],
+    arr: &[(u64, usize, u32)],
+) {
+    let mut g = FluidGps::new(weights, 1e9);
+    let ids: Vec<_> = arr
+        .iter()
+        .map(|&(t, f, len)| (h.arrive(t as f64, leaf(f), len), g.arrive(t as f64, f, len)))
+        .collect();
+    h.drain();
+    g.drain();
+    for (a, b) in ids {
+        let (x, y) = (h.finish_ns(a).unwrap(), g.finish_ns(b).unwrap());
+        assert!(
+            (x - y).abs() <= 1e-6 * y.max(1.0),
+            "packet {a}: {x} against GPS {y}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn a_flat_tree_is_gps((weights, _, arr) in case()) {
+        let tree: Vec<_> = weights.iter().map(|&w| (None, w)).collect();
+        compare(&mut HierGps::new(&tree, 1e9), |f| f, &weights, &arr);
+    }
+
+    #[test]
+    fn classes_of_one_leaf_are_gps_of_the_classes((weights, inner, arr) in case()) {
+        // class i at index 2i with weight weights[i], its leaf at 2i + 1 with any weight
+        let tree: Vec<_> = weights
+            .iter()
+            .zip(&inner)
+            .enumerate()
+            .flat_map(|(i, (&w, &v))| [(None, w), (Some(2 * i), v)])
+            .collect();
+        compare(&mut HierGps::new(&tree, 1e9), |f| 2 * f + 1, &weights, &arr);
+    }
+}
