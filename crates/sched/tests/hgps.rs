@@ -6,14 +6,18 @@ use proptest::prelude::*;
 use pspat_sched::reference::gps::FluidGps;
 use pspat_sched::reference::hgps::HierGps;
 
-fn arrivals(flows: usize) -> impl Strategy<Value = Vec<(u64, usize, u32)>> {
+/// Arrivals: (time ns, flow, length bytes), sorted by time.
+type Arrivals = Vec<(u64, usize, u32)>;
+
+fn arrivals(flows: usize) -> impl Strategy<Value = Arrivals> {
     prop::collection::vec((0u64..20_000, 0..flows, 1u32..1500), 1..40).prop_map(|mut v| {
         v.sort_by_key(|a| a.0);
         v
     })
 }
 
-fn case() -> impl Strategy<Value = (Vec<u32>, Vec<u32>, Vec<(u64, usize, u32)>)> {
+/// Class weights, the weights of their single leaves, and arrivals.
+fn case() -> impl Strategy<Value = (Vec<u32>, Vec<u32>, Arrivals)> {
     (1usize..6).prop_flat_map(|n| {
         (
             prop::collection::vec(1u32..10, n),
