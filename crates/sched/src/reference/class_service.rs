@@ -157,38 +157,11 @@ fn share(tree: &[(Option<usize>, u32)], path: &[usize]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::FlowParams;
-    use crate::packet::Desc;
-    use crate::reference::link::run_on_link;
     use crate::reference::wfi::measure;
-    use crate::registry::{build, Params};
+    use crate::testing::random_run_on_link;
 
     fn run(alg: &str, weights: &[u32], seed: u64) -> (Trace, Vec<Arrival>) {
-        let mut st = seed;
-        let mut next = || {
-            st ^= st << 13;
-            st ^= st >> 7;
-            st ^= st << 17;
-            st
-        };
-        let mut s = build::<Desc>(alg, &Params::new(), 1024).unwrap();
-        let ids: Vec<_> = weights
-            .iter()
-            .map(|&w| s.add_flow(FlowParams::weighted(w)).unwrap())
-            .collect();
-        let mut a = Vec::new();
-        let mut t = 0;
-        for _ in 0..80 {
-            let r = next();
-            t += if r % 4 == 0 { r % 20_000 } else { 0 };
-            a.push(Arrival {
-                time_ns: t,
-                flow: (r >> 8) as usize % weights.len(),
-                len: 1 + ((r >> 24) % 1500) as u32,
-            });
-        }
-        let trace = run_on_link(&mut s, &ids, &a, 1e9);
-        (trace, a)
+        random_run_on_link(alg, weights, 80, &mut { seed })
     }
 
     fn near(a: f64, b: f64) -> bool {

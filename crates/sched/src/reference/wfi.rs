@@ -473,6 +473,7 @@ mod tests {
     use crate::reference::trace::{DropRecord, TxRecord};
     use crate::registry::{build, Params};
     use crate::stats::DropReason;
+    use crate::testing::{random_run_on_link, xorshift};
     use crate::FlowParams;
 
     /// 8 Gbit/s: one byte per nanosecond.
@@ -710,13 +711,6 @@ mod tests {
 
     // ---- brute-force checks of the evaluation-point arguments ----
 
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
-
     /// Bytes the link sent by `t`, and bytes of `flow` (`None`: all flows), bit by bit.
     fn sent_by(trace: &Trace, t: f64, flow: Option<usize>) -> f64 {
         trace
@@ -732,25 +726,7 @@ mod tests {
     fn random_run(alg: &str, seed: u64) -> (Trace, Vec<Arrival>, Vec<u32>) {
         let mut st = seed;
         let weights: Vec<u32> = (0..4).map(|_| 1 + (xorshift(&mut st) % 6) as u32).collect();
-        let mut s = build::<Desc>(alg, &Params::new(), 1024).unwrap();
-        let ids: Vec<_> = weights
-            .iter()
-            .map(|&w| s.add_flow(FlowParams::weighted(w)).unwrap())
-            .collect();
-        let mut a = Vec::new();
-        let mut t = 0;
-        for _ in 0..70 {
-            let r = xorshift(&mut st);
-            t += if r % 4 == 0 { r % 20_000 } else { 0 };
-            let flow = (r >> 8) as usize % 4;
-            let len = if (r >> 16) % 3 == 0 {
-                1500
-            } else {
-                1 + ((r >> 24) % 1500) as u32
-            };
-            a.push(arr(t, flow, len));
-        }
-        let trace = run_on_link(&mut s, &ids, &a, 1e9);
+        let (trace, a) = random_run_on_link(alg, &weights, 70, &mut st);
         (trace, a, weights)
     }
 
