@@ -44,6 +44,7 @@ pub mod stats;
 pub mod table;
 #[cfg(test)]
 mod testing;
+pub mod tree;
 pub mod util;
 pub mod vtime;
 

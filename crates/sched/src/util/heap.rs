@@ -55,6 +55,18 @@ impl VHeap {
         Self::default()
     }
 
+    /// An empty heap with room for `n` flows: pushing up to `n` never allocates.
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            v: Vec::with_capacity(n),
+        }
+    }
+
+    /// Room for `n` more flows (control path).
+    pub fn reserve(&mut self, n: usize) {
+        self.v.reserve(n);
+    }
+
     /// Number of flows in the heap.
     #[inline(always)]
     pub fn len(&self) -> usize {

@@ -1,0 +1,620 @@
+//! The tree scheduler: classes with rate, ceil, weight and priority over leaf schedulers.
+//!
+//! # State of a class at its parent
+//!
+//! A class is *backlogged* when it has packets to send through its parent: a leaf when its
+//! scheduler is not empty, an inner class when it has a live child (`live > 0`). A
+//! backlogged class is
+//! - *red* (over its ceil: its ceil bucket does not conform): **parked**, in no schedule,
+//!   with a timer at the time it conforms again;
+//! - else *live*, and then either *green* (it has a rate and its rate bucket conforms):
+//!   in its parent's guarantee schedule `g`; or borrowing: in its parent's excess schedule
+//!   of its band, `e[prio]`, with a timer at the time its rate conforms again (if it has a
+//!   rate).
+//!
+//! A parent serves `g` first, then the lowest non-empty band of `e`; a class served from `g`
+//! is charged on its rate bucket (it used its guarantee), from `e` not (it borrowed: HTB's
+//! `htb_charge_class` charges the rate tokens of the classes at or above the level that
+//! lent). Every class on the path is charged on its ceil. So a class's guarantee is served
+//! before any excess at every level, the excess goes band by band and by weight within a
+//! band, and no class exceeds its ceil by more than its burst and one packet (see
+//! [`super::gcra`]): the semantics of [`crate::reference::fluid`], per packet.
+//!
+//! # Transitions
+//!
+//! States worsen (green to borrowing, live to red or idle) only when the class sends, which
+//! the dequeue sees on its way back up; they improve (red to live, borrowing to green,
+//! idle to backlogged) with time, which the timers see, or with an arrival, which the
+//! enqueue sees. So no schedule ever holds a class that cannot be served, with one
+//! exception, taken lazily: a borrowing class that turns green moves to `g` and leaves a
+//! *stale* entry in `e`, which `e` hands out later and the dequeue skips (or revives, if
+//! the class borrows again before that: it keeps its place). Nothing is ever searched for
+//! in a schedule on the data path.
+//!
+//! # Cost
+//!
+//! An enqueue into a backlogged leaf is the leaf scheduler's enqueue. One into an idle
+//! leaf attaches it, and each ancestor that was idle, to its parent: O(depth). A dequeue
+//! descends from the root picking one child per level and charges the path on its way
+//! back: O(depth) discipline operations (O(1) for drr, O(log n) for wf2q+), bucket updates
+//! and at most one timer operation per level, plus the timers that fell due (each paid
+//! for by the transition that set it) and the stale entries skipped (each paid for by its
+//! promotion). Nothing allocates: schedules, heaps and timers are sized when the tree is
+//! built.
+
+use crate::error::{FlowError, Rejected};
+use crate::flow::{FlowId, FlowParams};
+use crate::packet::Packet;
+use crate::registry;
+use crate::scheduler::Scheduler;
+use crate::stats::{Backlog, SchedStats};
+
+use super::discipline::{Disc, Drr, Ent, Wf2q};
+use super::gcra::Gcra;
+use super::spec::{inner_kind, ClassSpec, InnerKind, SpecError, TreeSpec, BANDS, MAX_DEPTH};
+use super::timers::Timers;
+
+/// The link's node.
+const ROOT: u32 = 0;
+const NONE: u32 = u32::MAX;
+
+/// Largest weight a rate becomes in a guarantee schedule: rates are scaled by a power of
+/// two so that the largest sibling's is at most this (relative error of a smaller one:
+/// `2^-24` of the largest).
+const RATE_WEIGHT_BITS: u32 = 24;
+
+/// A flow of a leaf class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TreeFlow {
+    node: u32,
+    flow: FlowId,
+}
+
+impl TreeFlow {
+    /// Index of its class in the [`TreeSpec`].
+    pub fn class(self) -> usize {
+        (self.node - 1) as usize
+    }
+
+    /// The flow in its class's scheduler.
+    pub fn flow(self) -> FlowId {
+        self.flow
+    }
+}
+
+/// What a dequeue found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Dequeued<P> {
+    /// A packet to send now.
+    Packet {
+        /// Its flow.
+        flow: TreeFlow,
+        /// The packet.
+        pkt: P,
+    },
+    /// Packets are queued, but every class that has them is over its ceil: ask again at
+    /// this time (ns).
+    Wait(u64),
+    /// Nothing is queued.
+    Idle,
+}
+
+/// Counters of a class (`tc -s class show`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Packets sent through the class.
+    pub sent_pkts: u64,
+    /// Bytes sent through the class.
+    pub sent_bytes: u64,
+    /// Bytes its parent served within the class's rate (HTB's `lended`: the class used
+    /// its own guarantee).
+    pub lent_bytes: u64,
+    /// Bytes it borrowed from its parent's excess.
+    pub borrowed_bytes: u64,
+    /// Times it went over its ceil with packets to send.
+    pub overlimits: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Node {
+    parent: u32,
+    /// Index in `leaves` or `inner`.
+    slot: u32,
+    is_leaf: bool,
+    band: u8,
+    has_rate: bool,
+    rate: Gcra,
+    ceil: Gcra,
+    /// In its parent's guarantee schedule.
+    in_g: bool,
+    /// In its parent's excess schedule of its band (live, or `stale`).
+    in_e: bool,
+    /// Its entry in `e` is not live (it moved to `g`, went red or idle).
+    stale: bool,
+    /// Backlogged and red.
+    parked: bool,
+}
+
+impl Node {
+    fn is_live(&self) -> bool {
+        self.in_g || (self.in_e && !self.stale)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Inner {
+    g: Disc,
+    e: Vec<Disc>,
+    /// Bands whose `e` holds entries.
+    mask: u8,
+    /// Live children.
+    live: u32,
+}
+
+struct Leaf<P> {
+    sched: Box<dyn Scheduler<P>>,
+}
+
+/// A tree of classes over a link (see the module documentation).
+pub struct TreeSched<P> {
+    nodes: Vec<Node>,
+    names: Vec<String>,
+    g_ents: Vec<Ent>,
+    e_ents: Vec<Ent>,
+    inner: Vec<Inner>,
+    leaves: Vec<Leaf<P>>,
+    timers: Timers,
+    stats: Vec<ClassStats>,
+    mtu: u32,
+}
+
+fn disc(kind: InnerKind) -> Disc {
+    match kind {
+        InnerKind::Wf2q => Disc::Wf2q(Wf2q::default()),
+        InnerKind::Drr => Disc::Drr(Drr::default()),
+    }
+}
+
+fn bucket(bps: u64, burst: Option<u64>, mtu: u32) -> Gcra {
+    if bps == 0 {
+        Gcra::UNLIMITED
+    } else {
+        Gcra::new(bps, ClassSpec::burst_bytes(bps, burst, mtu))
+    }
+}
+
+impl<P: Packet + Send + 'static> TreeSched<P> {
+    /// Builds the tree `spec` describes, or says what is wrong with it.
+    pub fn new(spec: &TreeSpec) -> Result<Self, SpecError> {
+        spec.validate()?;
+        let n = spec.classes.len() + 1;
+        let has_children = spec.has_children();
+        let mut nodes = Vec::with_capacity(n);
+        let mut names = vec!["root".to_owned()];
+        let mut inner = vec![Inner {
+            g: Disc::Wf2q(Wf2q::default()),
+            e: vec![disc(inner_kind(&spec.algorithm)?); BANDS],
+            mask: 0,
+            live: 0,
+        }];
+        let mut leaves = Vec::new();
+        nodes.push(Node {
+            parent: NONE,
+            slot: 0,
+            is_leaf: false,
+            band: 0,
+            has_rate: false,
+            rate: Gcra::UNLIMITED,
+            ceil: Gcra::UNLIMITED,
+            in_g: false,
+            in_e: false,
+            stale: false,
+            parked: false,
+        });
+        for (i, c) in spec.classes.iter().enumerate() {
+            let slot = if has_children[i] {
+                inner.push(Inner {
+                    g: Disc::Wf2q(Wf2q::default()),
+                    e: vec![disc(inner_kind(&c.algorithm)?); BANDS],
+                    mask: 0,
+                    live: 0,
+                });
+                inner.len() - 1
+            } else {
+                let sched = registry::build::<P>(&c.algorithm, &c.params, c.limit_pkts).map_err(
+                    |source| SpecError::Leaf {
+                        class: c.name.clone(),
+                        source,
+                    },
+                )?;
+                leaves.push(Leaf { sched });
+                leaves.len() - 1
+            };
+            names.push(c.name.clone());
+            nodes.push(Node {
+                parent: c.parent.map_or(ROOT, |p| (p + 1) as u32),
+                slot: slot as u32,
+                is_leaf: !has_children[i],
+                band: c.prio,
+                has_rate: c.rate_bps > 0,
+                rate: bucket(c.rate_bps, c.burst, spec.mtu),
+                ceil: c
+                    .ceil_bps
+                    .map_or(Gcra::UNLIMITED, |b| bucket(b, c.cburst, spec.mtu)),
+                in_g: false,
+                in_e: false,
+                stale: false,
+                parked: false,
+            });
+        }
+        // Each parent's guarantee schedule weighs its children by rate, scaled so that the
+        // largest sibling's fits RATE_WEIGHT_BITS.
+        let mut max_rate = vec![0u64; n];
+        for (i, c) in spec.classes.iter().enumerate() {
+            let p = nodes[i + 1].parent as usize;
+            max_rate[p] = max_rate[p].max(c.rate_bps);
+        }
+        let mut g_ents = vec![Ent::default(); n];
+        let mut e_ents = vec![Ent::default(); n];
+        for (i, c) in spec.classes.iter().enumerate() {
+            let node = i + 1;
+            let p = nodes[node].parent as usize;
+            let pi = nodes[p].slot as usize;
+            if c.rate_bps > 0 {
+                let shift = (64 - max_rate[p].leading_zeros()).saturating_sub(RATE_WEIGHT_BITS);
+                let w = u32::try_from((c.rate_bps >> shift).max(1)).expect("24 bits");
+                inner[pi].g.add_child(&mut g_ents, node as u32, w, spec.mtu);
+            }
+            inner[pi].e[usize::from(c.prio)].add_child(
+                &mut e_ents,
+                node as u32,
+                c.weight,
+                spec.mtu,
+            );
+        }
+        Ok(Self {
+            timers: Timers::new(n),
+            stats: vec![ClassStats::default(); n],
+            nodes,
+            names,
+            g_ents,
+            e_ents,
+            inner,
+            leaves,
+            mtu: spec.mtu,
+        })
+    }
+
+    fn node_of(&self, class: usize) -> Result<u32, SpecError> {
+        if class + 1 >= self.nodes.len() {
+            return Err(SpecError::NoClass {
+                index: class,
+                classes: self.nodes.len() - 1,
+            });
+        }
+        Ok((class + 1) as u32)
+    }
+
+    /// Creates a flow in leaf class `class` (its index in the [`TreeSpec`]).
+    pub fn add_flow(
+        &mut self,
+        class: usize,
+        params: FlowParams,
+    ) -> Result<TreeFlow, TreeFlowError> {
+        let node = self.node_of(class)?;
+        let n = &self.nodes[node as usize];
+        if !n.is_leaf {
+            return Err(SpecError::NotALeaf {
+                class: self.names[node as usize].clone(),
+            }
+            .into());
+        }
+        let flow = self.leaves[n.slot as usize].sched.add_flow(params)?;
+        Ok(TreeFlow { node, flow })
+    }
+
+    /// Queues `pkt` on `flow` at `now` (ns), or hands it back with the reason it was
+    /// dropped (counted by the leaf's scheduler).
+    pub fn enqueue(&mut self, now: u64, flow: TreeFlow, pkt: P) -> Result<(), Rejected<P>> {
+        let leaf = &mut self.leaves[self.nodes[flow.node as usize].slot as usize];
+        let was_empty = leaf.sched.is_empty();
+        leaf.sched.enqueue(flow.flow, pkt)?;
+        if was_empty {
+            self.attach(flow.node, now, false);
+        }
+        Ok(())
+    }
+
+    /// The next packet to send at `now` (ns), or when to ask again.
+    pub fn dequeue(&mut self, now: u64) -> Dequeued<P> {
+        while let Some(c) = self.timers.pop_due(now) {
+            self.wake(c, now);
+        }
+        if self.inner[0].live == 0 {
+            return match self.timers.peek() {
+                Some((t, _)) => Dequeued::Wait(t),
+                None => Dequeued::Idle,
+            };
+        }
+        // Down: one child per level, guarantees first, then the lowest band's excess.
+        let mut path = [(0u32, false); MAX_DEPTH];
+        let mut depth = 0;
+        let mut n = ROOT;
+        while !self.nodes[n as usize].is_leaf {
+            let (c, from_g) = self.pick(n);
+            path[depth] = (c, from_g);
+            depth += 1;
+            n = c;
+        }
+        let leaf = &mut self.leaves[self.nodes[n as usize].slot as usize];
+        let (flow, pkt) = leaf.sched.dequeue().expect("a live leaf has packets");
+        let len = pkt.wire_len();
+        // Up: charge every class of the path and move it where its new state says.
+        for &(c, from_g) in path[..depth].iter().rev() {
+            self.charge(c, from_g, len, now);
+        }
+        Dequeued::Packet {
+            flow: TreeFlow { node: n, flow },
+            pkt,
+        }
+    }
+
+    /// The child of `n` to serve, and whether from its guarantee schedule.
+    #[inline]
+    fn pick(&mut self, n: u32) -> (u32, bool) {
+        let inner = &mut self.inner[self.nodes[n as usize].slot as usize];
+        if !inner.g.is_empty() {
+            let c = inner.g.next(&mut self.g_ents).expect("g is not empty");
+            self.nodes[c as usize].in_g = false;
+            return (c, true);
+        }
+        loop {
+            debug_assert!(inner.mask != 0, "a live node has a live child");
+            let b = inner.mask.trailing_zeros() as usize;
+            match inner.e[b].next(&mut self.e_ents) {
+                None => inner.mask &= !(1 << b),
+                Some(c) => {
+                    let node = &mut self.nodes[c as usize];
+                    node.in_e = false;
+                    if !node.stale {
+                        return (c, false);
+                    }
+                    node.stale = false;
+                    inner.e[b].skip(&mut self.e_ents, c);
+                }
+            }
+        }
+    }
+
+    /// Whether class `c` has packets to send through its parent.
+    #[inline]
+    fn backlogged(&self, c: u32) -> bool {
+        let node = &self.nodes[c as usize];
+        if node.is_leaf {
+            !self.leaves[node.slot as usize].sched.is_empty()
+        } else {
+            self.inner[node.slot as usize].live > 0
+        }
+    }
+
+    /// Class `c` sent `len` bytes at `now`, served by its parent from `g` (`from_g`) or
+    /// from its band of `e`.
+    #[inline]
+    fn charge(&mut self, c: u32, from_g: bool, len: u32, now: u64) {
+        let backlogged = self.backlogged(c);
+        let node = &mut self.nodes[c as usize];
+        let st = &mut self.stats[c as usize];
+        st.sent_pkts += 1;
+        st.sent_bytes += u64::from(len);
+        node.ceil.charge(now, len);
+        if from_g {
+            node.rate.charge(now, len);
+            st.lent_bytes += u64::from(len);
+        } else {
+            st.borrowed_bytes += u64::from(len);
+        }
+        let red = backlogged && !node.ceil.conforms(now);
+        let live = backlogged && !red;
+        let green = live && node.has_rate && node.rate.conforms(now);
+        let band = usize::from(node.band);
+        let p = node.parent;
+        let pi = self.nodes[p as usize].slot as usize;
+        let budget = self.mtu;
+        let parent = &mut self.inner[pi];
+        if from_g {
+            parent
+                .g
+                .charge(&mut self.g_ents, c, len, green.then_some(budget));
+        } else {
+            let requeue = (live && !green).then_some(budget);
+            parent.e[band].charge(&mut self.e_ents, c, len, requeue);
+            if requeue.is_some() {
+                self.nodes[c as usize].in_e = true;
+                parent.mask |= 1 << band;
+            }
+        }
+        let node = &mut self.nodes[c as usize];
+        if green {
+            if !from_g {
+                parent.g.activate(&mut self.g_ents, c, budget);
+            }
+            node.in_g = true;
+            self.timers.cancel(c);
+        } else if live {
+            if from_g {
+                // back to borrowing: revive its stale entry, or join the band
+                if node.in_e {
+                    node.stale = false;
+                } else {
+                    parent.e[band].activate(&mut self.e_ents, c, budget);
+                    parent.mask |= 1 << band;
+                    node.in_e = true;
+                }
+            }
+            if node.has_rate {
+                self.timers.set(c, node.rate.conforming_at());
+            }
+        } else {
+            if node.in_e {
+                node.stale = true;
+            }
+            parent.live -= 1;
+            if red {
+                node.parked = true;
+                self.stats[c as usize].overlimits += 1;
+                self.timers.set(c, node.ceil.conforming_at());
+            } else {
+                self.timers.cancel(c);
+            }
+        }
+    }
+
+    /// Class `c` became backlogged at `now` (or is no longer red: `unparked`): joins its
+    /// parent's schedules, and so on up while the parent was idle. A class coming back from
+    /// its ceil, and the ancestors that were idle only for it, are served first in a DRR
+    /// round if their turn was not over ([`Disc::resume`]).
+    fn attach(&mut self, mut c: u32, now: u64, unparked: bool) {
+        while c != ROOT {
+            let node = &mut self.nodes[c as usize];
+            if !node.ceil.conforms(now) {
+                node.parked = true;
+                self.stats[c as usize].overlimits += 1;
+                self.timers.set(c, node.ceil.conforming_at());
+                return;
+            }
+            let green = node.has_rate && node.rate.conforms(now);
+            let band = usize::from(node.band);
+            let p = node.parent;
+            let parent = &mut self.inner[self.nodes[p as usize].slot as usize];
+            let node = &mut self.nodes[c as usize];
+            if green {
+                parent.g.activate(&mut self.g_ents, c, self.mtu);
+                node.in_g = true;
+            } else {
+                if node.in_e {
+                    node.stale = false;
+                } else {
+                    let e = &mut parent.e[band];
+                    if unparked {
+                        e.resume(&mut self.e_ents, c, self.mtu);
+                    } else {
+                        e.activate(&mut self.e_ents, c, self.mtu);
+                    }
+                    parent.mask |= 1 << band;
+                    node.in_e = true;
+                }
+                if node.has_rate {
+                    self.timers.set(c, node.rate.conforming_at());
+                }
+            }
+            parent.live += 1;
+            if parent.live > 1 {
+                return;
+            }
+            c = p;
+        }
+    }
+
+    /// Class `c`'s timer fell due at `now`.
+    fn wake(&mut self, c: u32, now: u64) {
+        let node = &mut self.nodes[c as usize];
+        if node.parked {
+            node.parked = false;
+            // parked classes are backlogged: nothing below them was served
+            self.attach(c, now, true);
+            return;
+        }
+        debug_assert!(node.is_live() && !node.in_g && node.has_rate);
+        if !node.rate.conforms(now) {
+            self.timers.set(c, node.rate.conforming_at());
+            return;
+        }
+        // promotion: to g, leaving a stale entry in e
+        node.stale = true;
+        node.in_g = true;
+        let p = node.parent;
+        let parent = &mut self.inner[self.nodes[p as usize].slot as usize];
+        parent.g.activate(&mut self.g_ents, c, self.mtu);
+    }
+
+    /// When the next timer falls due (ns): the earliest time a dequeue may find a
+    /// packet that the last one did not.
+    pub fn next_event(&self) -> Option<u64> {
+        self.timers.peek().map(|(t, _)| t)
+    }
+
+    /// Counters of class `class`.
+    pub fn class_stats(&self, class: usize) -> Option<ClassStats> {
+        self.stats.get(class + 1).copied()
+    }
+
+    /// Counters of leaf class `class`'s scheduler (drops by reason, backlog, flows).
+    pub fn leaf_stats(&self, class: usize) -> Option<SchedStats> {
+        let n = self.nodes.get(class + 1)?;
+        n.is_leaf
+            .then(|| self.leaves[n.slot as usize].sched.stats())
+    }
+
+    /// Packets and bytes queued in the whole tree (O(leaves)).
+    pub fn backlog(&self) -> Backlog {
+        self.leaves.iter().fold(Backlog::default(), |acc, l| {
+            let b = l.sched.backlog();
+            Backlog {
+                pkts: acc.pkts + b.pkts,
+                bytes: acc.bytes + b.bytes,
+            }
+        })
+    }
+
+    /// Checks the state invariants of the module documentation (for tests; O(classes)).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut live = vec![0u32; self.inner.len()];
+        for c in 1..self.nodes.len() as u32 {
+            let node = &self.nodes[c as usize];
+            let name = &self.names[c as usize];
+            let backlogged = self.backlogged(c);
+            if node.parked && (!backlogged || self.timers.get(c).is_none()) {
+                return Err(format!(
+                    "class {name} is parked, backlogged {backlogged}, timer {:?}",
+                    self.timers.get(c)
+                ));
+            }
+            if node.is_live() != (backlogged && !node.parked) {
+                return Err(format!(
+                    "class {name}: live {} but backlogged {backlogged}, parked {}",
+                    node.is_live(),
+                    node.parked
+                ));
+            }
+            if node.in_g && node.in_e && !node.stale {
+                return Err(format!("class {name} is live in both g and e"));
+            }
+            if node.is_live() && !node.in_g && node.has_rate && self.timers.get(c).is_none() {
+                return Err(format!("class {name} borrows with no promotion timer"));
+            }
+            if node.is_live() {
+                live[self.nodes[node.parent as usize].slot as usize] += 1;
+            }
+        }
+        for (i, inner) in self.inner.iter().enumerate() {
+            if inner.live != live[i] {
+                return Err(format!(
+                    "inner node {i}: {} live children counted, {} found",
+                    inner.live, live[i]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Failure to create a flow in a tree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TreeFlowError {
+    /// No such class, or not a leaf.
+    #[error(transparent)]
+    Class(#[from] SpecError),
+    /// The leaf's scheduler refused it.
+    #[error(transparent)]
+    Flow(#[from] FlowError),
+}
