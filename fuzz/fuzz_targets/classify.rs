@@ -49,6 +49,7 @@ fn config() -> Config {
             max_instances: 4,
             idle_ns: 1000,
             framing: Default::default(),
+            class: None,
         },
     );
     for id in [1, 2, 3] {

@@ -190,6 +190,49 @@ pub struct SchedSpec {
     pub max_instances: u32,
     /// An instance with nothing queued for this long is removed (ns).
     pub idle_ns: u64,
+    /// Its place in a tree of classes: `Some` makes it a class of another scheduler (its
+    /// parent), with no link of its own.
+    pub class: Option<ClassOf>,
+}
+
+/// A scheduler's place in a tree of classes (`sched N config parent P rate R ceil C burst B
+/// cburst B weight W prio X`, HTB's words): scheduler N is a class of scheduler P. The root
+/// of a tree is a scheduler without a parent, on its link (pipe N). A class with child
+/// classes orders them with its algorithm; a class without takes flowsets, as any
+/// scheduler. The semantics are `pspat_sched::tree`'s: a class gets its `rate` if its
+/// ancestors allow, its parent's excess by `prio` band (lowest first) then by `weight`,
+/// and never more than its `ceil`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ClassOf {
+    /// The parent scheduler's number.
+    pub parent: u32,
+    /// Guaranteed rate, bit/s (0: none).
+    pub rate_bps: u64,
+    /// Maximum rate, bit/s (`None`: none but the ancestors' and the link's).
+    pub ceil_bps: Option<u64>,
+    /// Bytes it may send at once beyond its rate (`None`: 1 ms of it, at least two packets).
+    pub burst: Option<u64>,
+    /// Bytes it may send at once beyond its ceil (`None`: 1 ms of it, at least two packets).
+    pub cburst: Option<u64>,
+    /// Share of its parent's excess among the siblings of its band.
+    pub weight: u32,
+    /// Priority band among its siblings, `0..=7`, lowest first.
+    pub prio: u8,
+}
+
+impl ClassOf {
+    /// A class of scheduler `parent` with no rate, no ceil, weight 1, band 0.
+    pub fn new(parent: u32) -> Self {
+        Self {
+            parent,
+            rate_bps: 0,
+            ceil_bps: None,
+            burst: None,
+            cburst: None,
+            weight: 1,
+            prio: 0,
+        }
+    }
 }
 
 impl SchedSpec {
@@ -204,6 +247,7 @@ impl SchedSpec {
             mask: FlowMask::default(),
             max_instances: DEFAULT_MAX_INSTANCES,
             idle_ns: DEFAULT_IDLE_NS,
+            class: None,
         }
     }
 }

@@ -36,14 +36,16 @@
 //! - port ranges have `lo <= hi`;
 //! - rules are sorted by number, keeping the written order among equal numbers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use pspat_sched::registry::{self, Params};
+use pspat_sched::tree;
 use pspat_sched::{Desc, MAX_PACKET_LEN, MAX_WEIGHT};
 
 use crate::error::ConfigError;
 use crate::model::*;
+use pspat_units as units;
 
 /// Largest id of any object.
 pub const MAX_ID: u32 = 65535;
@@ -228,6 +230,87 @@ fn resolve_algorithm(s: &SchedSpec) -> Result<(String, Vec<(String, String)>), S
     Ok((info.name.to_owned(), params))
 }
 
+/// Checks scheduler `s`'s place in a tree of classes against the other schedulers: a class
+/// has an existing parent, no link of its own, a ceil at least its rate, a band and
+/// weight in range, and is at most `MAX_DEPTH` levels deep with no cycle; a scheduler
+/// with classes under it runs an algorithm that can order classes.
+fn check_class(cfg: &Config, s: &SchedSpec) -> Result<(), String> {
+    let what = format!("sched {}", s.id);
+    let parent_of = |id: u32| {
+        cfg.schedulers
+            .get(&id)
+            .and_then(|x| x.class)
+            .map(|k| k.parent)
+    };
+    if cfg
+        .schedulers
+        .values()
+        .any(|x| x.class.is_some_and(|k| k.parent == s.id))
+    {
+        tree::spec::inner_kind(&s.algorithm).map_err(|err| format!("{what}: {err}"))?;
+    }
+    let Some(k) = s.class else { return Ok(()) };
+    if k.parent == s.id || !cfg.schedulers.contains_key(&k.parent) {
+        return Err(format!(
+            "{what}: parent {} is not another scheduler",
+            k.parent
+        ));
+    }
+    if cfg.pipes.contains_key(&s.id) || s.bandwidth_bps != 0 || !s.framing.is_plain() {
+        return Err(format!(
+            "{what} is a class of sched {}: it has no link of its own (no pipe {0}, no bw \
+             or framing); the link is its tree's root's",
+            k.parent
+        ));
+    }
+    if !s.mask.is_empty() {
+        return Err(format!(
+            "{what}: a mask on a class (one class per masked key) is not supported yet; \
+             give the class's flowsets the mask"
+        ));
+    }
+    if let Some(ceil) = k.ceil_bps {
+        if ceil == 0 || ceil < k.rate_bps {
+            return Err(format!(
+                "{what}: ceil {} is below its rate {}",
+                units::format_bandwidth(ceil),
+                units::format_bandwidth(k.rate_bps)
+            ));
+        }
+    }
+    if !(1..=MAX_WEIGHT).contains(&k.weight) {
+        return Err(format!(
+            "{what}: weight {} is not 1..={MAX_WEIGHT}",
+            k.weight
+        ));
+    }
+    if usize::from(k.prio) >= tree::spec::BANDS {
+        return Err(format!(
+            "{what}: prio {} is not 0..={}",
+            k.prio,
+            tree::spec::BANDS - 1
+        ));
+    }
+    let mut depth = 1;
+    let mut up = Some(k.parent);
+    while let Some(p) = up {
+        if p == s.id {
+            return Err(format!("{what} is its own ancestor"));
+        }
+        up = parent_of(p);
+        if up.is_some() {
+            depth += 1;
+        }
+        if depth > tree::spec::MAX_DEPTH {
+            return Err(format!(
+                "{what} is more than {} levels below its tree's root",
+                tree::spec::MAX_DEPTH
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks a draft and builds the configuration.
 pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
     let mut cfg = Config::default();
@@ -287,9 +370,27 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
             ));
         }
     }
+    for Located { item, at } in &draft.schedulers {
+        check_class(&cfg, item).map_err(|m| e(*at, m))?;
+    }
+    let has_classes: BTreeSet<u32> = cfg
+        .schedulers
+        .values()
+        .filter_map(|s| s.class.map(|k| k.parent))
+        .collect();
     for Located { item, at } in &draft.flowsets {
         let what = format!("queue {}", item.id);
         check_id("queue", item.id).map_err(|m| e(*at, m))?;
+        if has_classes.contains(&item.sched) {
+            return Err(e(
+                *at,
+                format!(
+                    "{what}: sched {} has classes under it; flowsets attach to the classes \
+                     without children (the leaves)",
+                    item.sched
+                ),
+            ));
+        }
         if !cfg.schedulers.contains_key(&item.sched) {
             // `pipe P` alone gives queues attached to P dummynet's default scheduler.
             if !cfg.pipes.contains_key(&item.sched) {
@@ -557,6 +658,7 @@ mod tests {
                 mask: FlowMask::default(),
                 max_instances: DEFAULT_MAX_INSTANCES,
                 idle_ns: DEFAULT_IDLE_NS,
+                class: None,
             },
             at: Some(Loc { line: 3, column: 1 }),
         }

@@ -307,6 +307,13 @@ struct SchedT {
     params: Option<ParamList>,
     max_instances: Option<u32>,
     idle: Option<Dur>,
+    parent: Option<u32>,
+    rate: Option<Bw>,
+    ceil: Option<Bw>,
+    burst: Option<Bytes64>,
+    cburst: Option<Bytes64>,
+    weight: Option<u32>,
+    prio: Option<u8>,
 }
 
 #[derive(Deserialize)]
@@ -476,6 +483,39 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
     for s in file.sched {
         let span = s.span();
         let s = s.into_inner();
+        let class = match s.parent {
+            Some(parent) => Some(ClassOf {
+                parent,
+                rate_bps: s.rate.map_or(0, |b| b.0),
+                ceil_bps: s.ceil.map(|b| b.0),
+                burst: s.burst.map(|b| b.0),
+                cburst: s.cburst.map(|b| b.0),
+                weight: s.weight.unwrap_or(1),
+                prio: s.prio.unwrap_or(0),
+            }),
+            None => {
+                let given = [
+                    ("rate", s.rate.is_some()),
+                    ("ceil", s.ceil.is_some()),
+                    ("burst", s.burst.is_some()),
+                    ("cburst", s.cburst.is_some()),
+                    ("weight", s.weight.is_some()),
+                    ("prio", s.prio.is_some()),
+                ];
+                if let Some((k, _)) = given.iter().find(|(_, g)| *g) {
+                    return Err(syntax(
+                        text,
+                        origin,
+                        span,
+                        format!(
+                            "sched {}: `{k}` is a class's: give the scheduler a `parent`",
+                            s.id
+                        ),
+                    ));
+                }
+                None
+            }
+        };
         d.schedulers.push(Located {
             at: at(span),
             item: SchedSpec {
@@ -487,6 +527,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Draft, ConfigError> {
                 mask: s.mask.map(|m| m.0).unwrap_or_default(),
                 max_instances: s.max_instances.unwrap_or(DEFAULT_MAX_INSTANCES),
                 idle_ns: s.idle.map_or(DEFAULT_IDLE_NS, |t| t.0),
+                class,
             },
         });
     }
@@ -694,6 +735,22 @@ pub fn to_toml(c: &Config) -> String {
             x.max_instances,
             quote(&units::format_duration(x.idle_ns))
         );
+        if let Some(k) = &x.class {
+            let _ = writeln!(s, "parent = {}", k.parent);
+            if k.rate_bps != 0 {
+                let _ = writeln!(s, "rate = {}", quote(&units::format_bandwidth(k.rate_bps)));
+            }
+            if let Some(c) = k.ceil_bps {
+                let _ = writeln!(s, "ceil = {}", quote(&units::format_bandwidth(c)));
+            }
+            if let Some(b) = k.burst {
+                let _ = writeln!(s, "burst = {b}");
+            }
+            if let Some(b) = k.cburst {
+                let _ = writeln!(s, "cburst = {b}");
+            }
+            let _ = writeln!(s, "weight = {}\nprio = {}", k.weight, k.prio);
+        }
     }
     for x in c.pipes.values() {
         let _ = write!(

@@ -58,6 +58,7 @@ fn config() -> Config {
             mask: FlowMask::default(),
             max_instances: 1,
             idle_ns: 1,
+            class: None,
         },
     );
     c.flowsets.insert(

@@ -225,6 +225,7 @@ fn random_config(seed: u64) -> Config {
                 mask: r.mask(),
                 max_instances: r.range(1, u32::MAX.into()) as u32,
                 idle_ns: r.idle(),
+                class: None,
             },
         );
     }

@@ -27,6 +27,7 @@ fn sched(id: u32, alg: &str, bw: u64, mask: FlowMask, max_instances: u32) -> Sch
         mask,
         max_instances,
         idle_ns: DEFAULT_IDLE_NS,
+        class: None,
     }
 }
 

@@ -57,6 +57,7 @@ pub fn setup() -> (Config, Vec<(Prefix, u32)>) {
             mask: FlowMask::default(),
             max_instances: DEFAULT_MAX_INSTANCES,
             idle_ns: DEFAULT_IDLE_NS,
+            class: None,
         },
     );
     for id in 1..=80 {

@@ -130,6 +130,17 @@ impl Classifier {
     ) -> Result<Classifier, ConfigError> {
         let mut scheds = Vec::new();
         let mut sched_index = BTreeMap::new();
+        if let Some((s, k)) = config
+            .schedulers
+            .values()
+            .find_map(|s| s.class.map(|k| (s, k)))
+        {
+            return Err(invalid(format!(
+                "sched {} is a class of sched {}: trees of classes are checked by `pspat \
+                 config check` but not yet run by `pspat run` or `pspat shape`",
+                s.id, k.parent
+            )));
+        }
         for s in config.schedulers.values() {
             sched_index.insert(s.id, scheds.len() as u32);
             let link = config.link_of(s);

@@ -17,6 +17,7 @@ pub(crate) fn sched(id: u32, alg: &str, mask: FlowMask) -> SchedSpec {
         mask,
         max_instances: DEFAULT_MAX_INSTANCES,
         idle_ns: DEFAULT_IDLE_NS,
+        class: None,
     }
 }
 

@@ -316,7 +316,14 @@ fn sched_config(c: &mut Cursor<'_, '_>, id: u32) -> R<(SchedSpec, Given)> {
     let mut given = Given::default();
     let mut seen = Seen::default();
     let mut framing = FramingWords::default();
+    // a class's options, and the first of them written (for the error without `parent`)
+    let mut class = ClassOf::new(0);
+    let mut parent = None;
+    let mut class_word = None;
     while let Some((t, k)) = option(c, &mut seen)? {
+        if ["rate", "ceil", "burst", "cburst", "weight", "prio"].contains(&k.as_str()) {
+            class_word.get_or_insert(t);
+        }
         // pspat's extension, as `bw`: the framing of the scheduler's own link.
         if framing.option(c, &k)? {
             continue;
@@ -344,15 +351,49 @@ fn sched_config(c: &mut Cursor<'_, '_>, id: u32) -> R<(SchedSpec, Given)> {
             }
             "buckets" => buckets(c)?,
             "idle" => s.idle_ns = c.unit("a duration", units::parse_duration_ns)?,
+            // a class of a tree (HTB's words)
+            "parent" => parent = Some(c.id("a scheduler number")?),
+            "rate" => class.rate_bps = bandwidth(c)?,
+            "ceil" => class.ceil_bps = Some(bandwidth(c)?),
+            "burst" | "cburst" => {
+                let t = c.word("a burst size in bytes")?;
+                let b = units::parse_bytes(t.text)
+                    .map_err(|e| c.err_at(t, unit_error(t.text, "a burst size", e)))?;
+                if k == "burst" {
+                    class.burst = Some(b);
+                } else {
+                    class.cburst = Some(b);
+                }
+            }
+            "weight" => class.weight = c.number("a weight", 1, MAX_WEIGHT.into())? as u32,
+            "prio" => class.prio = c.number("a priority band", 0, 7)? as u8,
             _ => {
                 link_only(c, t, &k, "sched", id)?;
                 return Err(c.err_at(
                     t,
                     "expected a sched option: type, pipe, mask, params, max-instances, buckets, \
-                     idle, or bw and framing (overhead, mpu, linklayer, framing)",
+                     idle, bw and framing (overhead, mpu, linklayer, framing), or a class's \
+                     parent, rate, ceil, burst, cburst, weight, prio",
                 ));
             }
         }
+    }
+    match (parent, class_word) {
+        (Some(p), _) => {
+            class.parent = p;
+            s.class = Some(class);
+        }
+        (None, Some(t)) => {
+            return Err(c.err_at(
+                t,
+                format!(
+                    "`{}` is a class's: give sched {id} a `parent` (a link's burst goes on \
+                     `pipe {id} config`)",
+                    t.text
+                ),
+            ))
+        }
+        (None, None) => {}
     }
     s.framing = framing.framing();
     given.framing = framing.given();

@@ -103,6 +103,12 @@ pub const KEYWORDS: &[&str] = &[
     "gred",
     "droptail",
     "noerror",
+    // a class of a tree of schedulers
+    "parent",
+    "rate",
+    "ceil",
+    "cburst",
+    "prio",
     // mask fields (also rule options for addresses, ports and protocol)
     "all",
     "src-ip",

@@ -239,6 +239,22 @@ pub fn options(os: &[RuleOption]) -> String {
 impl Display for SchedSpec {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         write!(f, "sched {} config type {}", self.id, self.algorithm)?;
+        if let Some(k) = &self.class {
+            write!(f, " parent {}", k.parent)?;
+            if k.rate_bps != 0 {
+                write!(f, " rate {}", units::format_bandwidth(k.rate_bps))?;
+            }
+            if let Some(c) = k.ceil_bps {
+                write!(f, " ceil {}", units::format_bandwidth(c))?;
+            }
+            if let Some(b) = k.burst {
+                write!(f, " burst {b}")?;
+            }
+            if let Some(b) = k.cburst {
+                write!(f, " cburst {b}")?;
+            }
+            write!(f, " weight {} prio {}", k.weight, k.prio)?;
+        }
         if self.bandwidth_bps != 0 {
             write!(f, " bw {}", units::format_bandwidth(self.bandwidth_bps))?;
         }
