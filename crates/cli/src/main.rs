@@ -248,6 +248,12 @@ struct SchedArgs {
     qmax: Num,
     #[command(flatten)]
     workload: WorkloadArgs,
+    /// Classes above the flows, from the link down: FANOUT:ALG[/FANOUT:ALG...]; the
+    /// algorithm (-alg) runs in the leaf classes, each given a block of the flows. E.g.
+    /// 10:wf2q+/1000:wf2q+ -alg drr -flowsets 1::100000: 10 sites of 1000 subscribers of
+    /// 10 flows.
+    #[arg(long, value_name = "N:ALG/...")]
+    tree: Option<String>,
     /// Print one JSON object with every field instead of the two lines.
     #[arg(long)]
     json: bool,
@@ -307,6 +313,7 @@ impl WorkloadArgs {
             seed: self.seed,
             params: self.params,
             capacity: self.capacity,
+            tree: None,
         }
     }
 }
@@ -469,7 +476,10 @@ fn run() -> Result<()> {
 
 fn bench_sched(a: SchedArgs) -> Result<()> {
     let _ignored = (a.burst, a.debug);
-    let spec = a.workload.spec(a.alg, a.loops, a.qmin, a.qmax);
+    let spec = BenchSpec {
+        tree: a.tree,
+        ..a.workload.spec(a.alg, a.loops, a.qmin, a.qmax)
+    };
     let report = harness::run(&spec)?;
     if a.json {
         emit(&serde_json::to_string(&report)?)?;

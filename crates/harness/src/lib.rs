@@ -76,6 +76,7 @@ pub mod run;
 pub mod scenario;
 pub mod slots;
 pub mod target;
+pub mod tree;
 pub mod wfi;
 
 pub use error::{Error, FlowsetError, NumError, RunError, SetupError};

@@ -47,6 +47,7 @@ use crate::report::BenchReport;
 use crate::scenario::{BenchSpec, Scenario};
 use crate::slots::Width;
 use crate::target::{NoneFifo, Queue, SchedTarget, Target};
+use crate::tree::TreeTarget;
 use crate::wfi::Wfi;
 use crate::{pattern, pool, wfi};
 
@@ -369,9 +370,13 @@ pub struct Prepared {
 
 /// Builds the scheduler and the harness state for `scenario`.
 pub fn prepare(scenario: Scenario) -> Result<Prepared, Error> {
-    let runner = match scenario.info {
-        None => bench(NoneFifo::new(scenario.capacity), &scenario),
-        Some(info) => registry::visit(
+    let runner = match (scenario.info, &scenario.tree) {
+        (Some(info), Some(shape)) => bench(
+            TreeTarget::new(shape, info.name, &scenario.flow_params)?,
+            &scenario,
+        ),
+        (None, _) => bench(NoneFifo::new(scenario.capacity), &scenario),
+        (Some(info), None) => registry::visit(
             info.name,
             &scenario.params,
             scenario.capacity,

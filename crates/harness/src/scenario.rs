@@ -10,6 +10,7 @@ use crate::flowset::{Flowsets, DEFAULT_LEN};
 use crate::number::Num;
 use crate::pattern::{max_burst, Kind, LEVELS};
 use crate::target::NONE;
+use crate::tree::TreeShape;
 
 /// Default number of loop iterations (dummynet's is 1: it is always given).
 pub const DEFAULT_LOOPS: u64 = 10_000_000;
@@ -52,6 +53,9 @@ pub struct BenchSpec {
     pub params: Params,
     /// Scheduler capacity in packets; default `qmax` plus the largest burst.
     pub capacity: Option<u64>,
+    /// Classes above the flows (`-tree`, see [`crate::tree`]); the algorithm runs in the
+    /// leaves.
+    pub tree: Option<String>,
 }
 
 impl Default for BenchSpec {
@@ -68,6 +72,7 @@ impl Default for BenchSpec {
             seed: 1,
             params: Params::new(),
             capacity: None,
+            tree: None,
         }
     }
 }
@@ -91,6 +96,8 @@ pub struct Scenario {
     pub params: Params,
     /// Parameters of each flow, by flow index.
     pub flow_params: Vec<FlowParams>,
+    /// The classes above the flows, if any.
+    pub tree: Option<TreeShape>,
 }
 
 fn bad(option: &'static str, value: impl ToString, reason: impl Into<String>) -> Error {
@@ -214,6 +221,17 @@ impl Scenario {
             };
             flow_params.extend(std::iter::repeat(p).take(set.flows as usize));
         }
+        let tree = match &spec.tree {
+            None => None,
+            Some(_) if info.is_none() => {
+                return Err(bad(
+                    "-tree",
+                    spec.tree.as_deref().unwrap_or_default(),
+                    "the leaves need an algorithm (-alg)",
+                ))
+            }
+            Some(t) => Some(TreeShape::parse(t)?),
+        };
         Ok(Self {
             spec: spec.clone(),
             info,
@@ -223,6 +241,7 @@ impl Scenario {
             capacity,
             params,
             flow_params,
+            tree,
         })
     }
 

@@ -295,7 +295,7 @@ proptest! {
     /// Random trees: every class's throughput within 0.5% of the fluid allocation.
     #[test]
     fn random_trees_get_the_fluid_allocation(seed in any::<u64>()) {
-        let (spec, offers) = random_tree(seed, &["wf2q+"]);
+        let (spec, offers) = random_tree(seed, &["wf2q+", "qfq"]);
         check_against_fluid(&spec, 100 * M, &offers, 1000, 4);
     }
 }
@@ -310,7 +310,7 @@ proptest! {
     /// 1500 random trees). WF2Q+ nodes, whose service is smooth, stay within 0.5%.
     #[test]
     fn random_trees_with_drr_nodes_stay_near_the_fluid_allocation(seed in any::<u64>()) {
-        let (spec, offers) = random_tree(seed, &["drr", "wf2q+"]);
+        let (spec, offers) = random_tree(seed, &["drr", "wf2q+", "qfq"]);
         let want = allocate_tree(1e8, &fluid(&spec, &offers)).unwrap();
         let out = simulate(&spec, 100 * M, &offers, 1000, 4_000_000_000);
         let got = rates(&spec, &out, 800_000_000, 4_000_000_000);

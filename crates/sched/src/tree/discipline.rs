@@ -16,6 +16,12 @@
 //!   discipline's children. O(log n) a packet. Its T-WFI against the node's service is
 //!   `5 L / (phi_c R_node)` with `L` the budget, as `wf2q++` with `m = 1`
 //!   ([`crate::algorithms::wf2qpp`]).
+//! - [`Qfq`]: QFQ (Checconi, Rizzo, Valente 2013) over the children, head-independent as
+//!   in QFQ+ ([`crate::algorithms::qfq_plus`], with `m = 1`): the same timestamps as
+//!   WF2Q+, rounded so that every decision is a few bit operations on the groups of
+//!   [`crate::algorithms::qfq::QfqCore`]. O(1) a packet, whatever the fan-out; T-WFI
+//!   `10 L / (phi_c R_node)` (QFQ+ paper eq. 22 with `m = M = 1`). A node's QFQ costs
+//!   about 35 KB (its groups), so a node has one only for the bands its children use.
 //! - [`Drr`]: deficit round robin with quantum `w_c * budget`: the child at the front is
 //!   served while its deficit is positive, then goes to the back with one more quantum.
 //!   O(1) a packet; its T-WFI is O(n) quanta.
@@ -23,6 +29,7 @@
 //! The children's state lives in a slice owned by the tree ([`Ent`], one per class and
 //! discipline kind), as a flow's policy state lives in the flow table.
 
+use crate::algorithms::qfq::{group_of, Entities, QfqCore, QfqEnt};
 use crate::util::heap::VHeap;
 use crate::util::stamp::Recip;
 use crate::vtime::{SystemClock, VTime};
@@ -43,6 +50,8 @@ pub struct Ent {
     quantum: i64,
     /// DRR: the next child in the round.
     next: u32,
+    /// QFQ: group, slot link and `S` (the last `F` while idle).
+    q: QfqEnt,
 }
 
 impl Default for Ent {
@@ -54,6 +63,7 @@ impl Default for Ent {
             deficit: 0,
             quantum: 0,
             next: NONE,
+            q: QfqEnt::default(),
         }
     }
 }
@@ -63,6 +73,8 @@ impl Default for Ent {
 pub enum Disc {
     /// WF2Q+ over the children.
     Wf2q(Wf2q),
+    /// QFQ over the children.
+    Qfq(Box<Qfq>),
     /// Deficit round robin over the children.
     Drr(Drr),
 }
@@ -82,6 +94,16 @@ impl Disc {
                 e.s = w.clock.now();
                 e.f = e.s;
             }
+            Disc::Qfq(q) => {
+                q.core.add_weight(i64::from(weight));
+                e.inv = Recip::new(u64::from(weight));
+                e.q = QfqEnt {
+                    grp: group_of(budget, u64::from(weight)),
+                    // as the last finish time: the first activation starts at V
+                    s: q.core.vtime(),
+                    ..QfqEnt::default()
+                };
+            }
             Disc::Drr(_) => {
                 e.quantum = i64::from(weight) * i64::from(budget);
                 e.deficit = 0;
@@ -94,6 +116,7 @@ impl Disc {
     pub fn is_empty(&self) -> bool {
         match self {
             Disc::Wf2q(w) => w.eligible.is_empty() && w.ineligible.is_empty(),
+            Disc::Qfq(q) => q.core.is_empty(),
             Disc::Drr(d) => d.head == NONE,
         }
     }
@@ -103,6 +126,7 @@ impl Disc {
     pub fn activate(&mut self, ents: &mut [Ent], c: u32, budget: u32) {
         match self {
             Disc::Wf2q(w) => w.activate(ents, c, budget),
+            Disc::Qfq(q) => q.activate(ents, c),
             Disc::Drr(d) => d.activate(ents, c),
         }
     }
@@ -119,6 +143,7 @@ impl Disc {
     pub fn resume(&mut self, ents: &mut [Ent], c: u32, budget: u32) {
         match self {
             Disc::Wf2q(w) => w.activate(ents, c, budget),
+            Disc::Qfq(q) => q.activate(ents, c),
             Disc::Drr(d) => {
                 let e = &mut ents[c as usize];
                 if e.deficit > 0 {
@@ -136,6 +161,7 @@ impl Disc {
     pub fn next(&mut self, ents: &mut [Ent]) -> Option<u32> {
         match self {
             Disc::Wf2q(w) => w.next(ents),
+            Disc::Qfq(q) => q.next(ents),
             Disc::Drr(d) => d.next(ents),
         }
     }
@@ -147,6 +173,7 @@ impl Disc {
     pub fn charge(&mut self, ents: &mut [Ent], c: u32, served: u32, requeue: Option<u32>) {
         match self {
             Disc::Wf2q(w) => w.charge(ents, c, served, requeue),
+            Disc::Qfq(q) => q.charge(ents, c, served, requeue.is_some()),
             Disc::Drr(d) => d.charge(ents, c, served, requeue.is_some()),
         }
     }
@@ -159,6 +186,8 @@ impl Disc {
         let e = &mut ents[c as usize];
         match self {
             Disc::Wf2q(_) => e.f = e.s,
+            // taken out, `s` is its start: read as the last finish, it served nothing
+            Disc::Qfq(_) => {}
             Disc::Drr(_) => e.deficit = 0,
         }
     }
@@ -218,6 +247,61 @@ impl Wf2q {
             e.f = e.s.plus(e.inv.cost(u64::from(budget)));
             let e = *e;
             self.place(&e, c);
+        }
+    }
+}
+
+/// The children's QFQ state, as [`QfqCore`] reads it.
+struct QfqView<'a>(&'a mut [Ent]);
+
+impl Entities for QfqView<'_> {
+    #[inline(always)]
+    fn ent(&mut self, e: u32) -> &mut QfqEnt {
+        &mut self.0[e as usize].q
+    }
+}
+
+/// QFQ over a node's children (see the module documentation).
+#[derive(Clone, Debug, Default)]
+pub struct Qfq {
+    core: QfqCore,
+    /// `V` at the last update of the eligibility sets.
+    old_v: u64,
+}
+
+impl Qfq {
+    /// Brings the eligibility sets up to the current `V` (no jump of `V`).
+    #[inline(always)]
+    fn refresh(&mut self) {
+        self.core.make_eligible(self.old_v);
+        self.old_v = self.core.vtime();
+    }
+
+    fn activate(&mut self, ents: &mut [Ent], c: u32) {
+        self.refresh();
+        let s = self.core.start_of(&ents[c as usize].q);
+        ents[c as usize].q.s = s;
+        // V moves only in `next` (`update_eligible`), as in QFQ+: a jump here to this
+        // child's start would pass over groups that are eligible but blocked
+        self.core.schedule(&mut QfqView(ents), c, false);
+    }
+
+    fn next(&mut self, ents: &mut [Ent]) -> Option<u32> {
+        self.core.update_eligible(self.old_v);
+        self.core.ensure_ready(true);
+        self.old_v = self.core.vtime();
+        let c = self.core.first()?;
+        self.core.take_first(&mut QfqView(ents), c);
+        Some(c)
+    }
+
+    fn charge(&mut self, ents: &mut [Ent], c: u32, served: u32, requeue: bool) {
+        self.core.advance(served);
+        let e = &mut ents[c as usize];
+        e.q.s = e.q.s.wrapping_add(e.inv.cost(u64::from(served)));
+        if requeue {
+            self.refresh();
+            self.core.schedule(&mut QfqView(ents), c, false);
         }
     }
 }
@@ -328,7 +412,11 @@ mod tests {
 
     #[test]
     fn both_share_by_weight() {
-        for d in [Disc::Wf2q(Wf2q::default()), Disc::Drr(Drr::default())] {
+        for d in [
+            Disc::Wf2q(Wf2q::default()),
+            Disc::Qfq(Box::default()),
+            Disc::Drr(Drr::default()),
+        ] {
             let got = shares(d, &[1, 2, 5], 1000, 8000);
             let total: u64 = got.iter().sum();
             for (g, w) in got.iter().zip([1.0, 2.0, 5.0]) {
@@ -372,5 +460,34 @@ mod tests {
         d.activate(&mut ents, 1, 1000);
         d.activate(&mut ents, 0, 1000);
         assert_eq!(d.next(&mut ents), Some(0), "equal start, lower index first");
+    }
+
+    /// With the timestamp disciplines, a child that leaves its schedule every other
+    /// service and comes straight back keeps its weight's share: `S = max(V, F)` neither
+    /// credits nor penalises it. (With QFQ, a `V` that jumped on a child's return skipped
+    /// eligible groups and starved them.) DRR starts a returning child on a new turn, as
+    /// DRR does with a flow that emptied.
+    #[test]
+    fn leaving_and_returning_keeps_the_share() {
+        for mut d in [Disc::Wf2q(Wf2q::default()), Disc::Qfq(Box::default())] {
+            let mut ents = vec![Ent::default(); 3];
+            for (c, w) in [(0u32, 4u32), (1, 2), (2, 3)] {
+                d.add_child(&mut ents, c, w, 1500);
+            }
+            d.activate(&mut ents, 0, 1500);
+            d.activate(&mut ents, 1, 1500);
+            let mut got = [0u32; 2];
+            for i in 0..3000 {
+                let c = d.next(&mut ents).unwrap();
+                got[c as usize] += 1;
+                let leave = c == 1 && i % 2 == 0;
+                d.charge(&mut ents, c, 1000, (!leave).then_some(1500));
+                if leave {
+                    d.activate(&mut ents, 1, 1500);
+                }
+            }
+            let share = f64::from(got[0]) / 3000.0;
+            assert!((share - 2.0 / 3.0).abs() < 0.01, "{d:?}: {got:?}");
+        }
     }
 }

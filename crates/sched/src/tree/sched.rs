@@ -49,7 +49,7 @@ use crate::registry;
 use crate::scheduler::Scheduler;
 use crate::stats::{Backlog, SchedStats};
 
-use super::discipline::{Disc, Drr, Ent, Wf2q};
+use super::discipline::{Disc, Drr, Ent, Qfq, Wf2q};
 use super::gcra::Gcra;
 use super::spec::{inner_kind, ClassSpec, InnerKind, SpecError, TreeSpec, BANDS, MAX_DEPTH};
 use super::timers::Timers;
@@ -58,10 +58,11 @@ use super::timers::Timers;
 const ROOT: u32 = 0;
 const NONE: u32 = u32::MAX;
 
-/// Largest weight a rate becomes in a guarantee schedule: rates are scaled by a power of
-/// two so that the largest sibling's is at most this (relative error of a smaller one:
-/// `2^-24` of the largest).
-const RATE_WEIGHT_BITS: u32 = 24;
+/// Bits of the weight a rate becomes in a guarantee schedule (QFQ, whose weights are at
+/// most `2^16`): rates are scaled by a power of two so that the largest sibling's fits,
+/// and a smaller one's is rounded down, at most by `2^-16` of the largest (and at least 1).
+/// The weights matter only when the siblings' rates add up to more than the parent gets.
+const RATE_WEIGHT_BITS: u32 = 16;
 
 /// A flow of a leaf class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,6 +152,33 @@ struct Inner {
     live: u32,
 }
 
+impl Inner {
+    /// A node of `kind` whose children use the bands of `bands` (a bit each) and, if
+    /// `rated`, rates: a discipline for each of those, an empty placeholder (no memory)
+    /// for the others.
+    fn new(kind: InnerKind, bands: u8, rated: bool) -> Self {
+        let placeholder = || Disc::Drr(Drr::default());
+        Self {
+            g: if rated {
+                Disc::Qfq(Box::<Qfq>::default())
+            } else {
+                placeholder()
+            },
+            e: (0..BANDS)
+                .map(|b| {
+                    if bands & (1 << b) != 0 {
+                        disc(kind)
+                    } else {
+                        placeholder()
+                    }
+                })
+                .collect(),
+            mask: 0,
+            live: 0,
+        }
+    }
+}
+
 struct Leaf<P> {
     sched: Box<dyn Scheduler<P>>,
 }
@@ -171,6 +199,7 @@ pub struct TreeSched<P> {
 fn disc(kind: InnerKind) -> Disc {
     match kind {
         InnerKind::Wf2q => Disc::Wf2q(Wf2q::default()),
+        InnerKind::Qfq => Disc::Qfq(Box::<Qfq>::default()),
         InnerKind::Drr => Disc::Drr(Drr::default()),
     }
 }
@@ -191,12 +220,19 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
         let has_children = spec.has_children();
         let mut nodes = Vec::with_capacity(n);
         let mut names = vec!["root".to_owned()];
-        let mut inner = vec![Inner {
-            g: Disc::Wf2q(Wf2q::default()),
-            e: vec![disc(inner_kind(&spec.algorithm)?); BANDS],
-            mask: 0,
-            live: 0,
-        }];
+        // What each node's children use: bands, and rates (class i is node i + 1).
+        let mut bands_used = vec![0u8; n];
+        let mut rated = vec![false; n];
+        for c in &spec.classes {
+            let p = c.parent.map_or(0, |p| p + 1);
+            bands_used[p] |= 1 << c.prio;
+            rated[p] |= c.rate_bps > 0;
+        }
+        let mut inner = vec![Inner::new(
+            inner_kind(&spec.algorithm)?,
+            bands_used[0],
+            rated[0],
+        )];
         let mut leaves = Vec::new();
         nodes.push(Node {
             parent: NONE,
@@ -213,12 +249,11 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
         });
         for (i, c) in spec.classes.iter().enumerate() {
             let slot = if has_children[i] {
-                inner.push(Inner {
-                    g: Disc::Wf2q(Wf2q::default()),
-                    e: vec![disc(inner_kind(&c.algorithm)?); BANDS],
-                    mask: 0,
-                    live: 0,
-                });
+                inner.push(Inner::new(
+                    inner_kind(&c.algorithm)?,
+                    bands_used[i + 1],
+                    rated[i + 1],
+                ));
                 inner.len() - 1
             } else {
                 let sched = registry::build::<P>(&c.algorithm, &c.params, c.limit_pkts).map_err(
@@ -262,7 +297,7 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
             let pi = nodes[p].slot as usize;
             if c.rate_bps > 0 {
                 let shift = (64 - max_rate[p].leading_zeros()).saturating_sub(RATE_WEIGHT_BITS);
-                let w = u32::try_from((c.rate_bps >> shift).max(1)).expect("24 bits");
+                let w = u32::try_from((c.rate_bps >> shift).max(1)).expect("16 bits");
                 inner[pi].g.add_child(&mut g_ents, node as u32, w, spec.mtu);
             }
             inner[pi].e[usize::from(c.prio)].add_child(

@@ -23,8 +23,8 @@ pub const DEFAULT_BURST_NS: u64 = 1_000_000;
 pub const INNER_ALGORITHMS: &[(&str, InnerKind)] = &[
     ("wf2q+", InnerKind::Wf2q),
     ("wf2q++", InnerKind::Wf2q),
-    ("qfq", InnerKind::Wf2q),
-    ("qfq+", InnerKind::Wf2q),
+    ("qfq", InnerKind::Qfq),
+    ("qfq+", InnerKind::Qfq),
     ("drr", InnerKind::Drr),
     ("drr-sfo", InnerKind::Drr),
     ("scrr", InnerKind::Drr),
@@ -35,6 +35,8 @@ pub const INNER_ALGORITHMS: &[(&str, InnerKind)] = &[
 pub enum InnerKind {
     /// WF2Q+ over the children.
     Wf2q,
+    /// QFQ over the children.
+    Qfq,
     /// Deficit round robin over the children.
     Drr,
 }
