@@ -47,7 +47,6 @@ use crate::report::BenchReport;
 use crate::scenario::{BenchSpec, Scenario};
 use crate::slots::Width;
 use crate::target::{NoneFifo, Queue, SchedTarget, Target};
-use crate::tree::TreeTarget;
 use crate::wfi::Wfi;
 use crate::{pattern, pool, wfi};
 
@@ -324,7 +323,7 @@ impl<T: Target, I: Width> Runner for Bench<T, I> {
 }
 
 /// The benchmark of `target`, its flows named by the narrowest width that holds them.
-fn bench<T: Target + 'static>(target: T, sc: &Scenario) -> Box<dyn Runner> {
+pub(crate) fn bench<T: Target + 'static>(target: T, sc: &Scenario) -> Box<dyn Runner> {
     if sc.flow_params.len() <= NARROW_FLOWS {
         Box::new(Bench::<T, u16>::new(target, sc))
     } else {
@@ -371,10 +370,7 @@ pub struct Prepared {
 /// Builds the scheduler and the harness state for `scenario`.
 pub fn prepare(scenario: Scenario) -> Result<Prepared, Error> {
     let runner = match (scenario.info, &scenario.tree) {
-        (Some(info), Some(shape)) => bench(
-            TreeTarget::new(shape, info.name, &scenario.flow_params)?,
-            &scenario,
-        ),
+        (Some(info), Some(shape)) => crate::tree::prepare(shape, info.name, &scenario)?,
         (None, _) => bench(NoneFifo::new(scenario.capacity), &scenario),
         (Some(info), None) => registry::visit(
             info.name,

@@ -17,11 +17,13 @@
 //! The tree takes the time at each operation; here it is a virtual clock that advances by
 //! one ns per byte dequeued (an 8 Gbit/s link), which a weight-only tree never reads.
 //!
-//! Unlike the flat targets, a leaf's scheduler is called through a trait object (the
-//! tree's leaves may be of any algorithm): that call is part of the tree's cost.
+//! The tree is built by [`pspat_sched::tree::visit`]: its leaves share one flow table and
+//! their policy is monomorphised into the loop when it is a policy (drr, qfq, wf2q+, ...);
+//! fifo and prio leaves are schedulers of their own behind trait objects.
 
-use pspat_sched::tree::{ClassSpec, Dequeued, TreeFlow, TreeSched, TreeSpec};
-use pspat_sched::{FlowParams, Rejected, SchedStats};
+use pspat_sched::tree::leaves::Leaves;
+use pspat_sched::tree::{ClassSpec, Dequeued, TreeFlow, TreeSched, TreeSpec, TreeVisitor};
+use pspat_sched::{Rejected, SchedStats};
 
 use crate::error::{Error, SetupError};
 use crate::pool::BenchPkt;
@@ -103,67 +105,122 @@ impl TreeShape {
 }
 
 /// The tree, its flows by benchmark index, and the way back from a tree flow to it.
-pub struct TreeTarget {
-    tree: TreeSched<BenchPkt>,
+pub struct TreeTarget<L> {
+    tree: TreeSched<BenchPkt, L>,
     keys: Vec<TreeFlow>,
     /// Leaf ordinal of each class (`u32::MAX` for inner classes).
     leaf_of_class: Vec<u32>,
-    /// Flows in each leaf (the last ones may have fewer).
+    /// Flows in each leaf (the last ones may have fewer) when the leaves number their own
+    /// flows; 0 when the tree numbers them (shared leaves).
     per_leaf: u32,
     now: u64,
 }
 
-impl TreeTarget {
-    /// Builds `shape` with `leaf_alg` leaves and gives them `flows` in blocks.
-    pub fn new(shape: &TreeShape, leaf_alg: &str, flows: &[FlowParams]) -> Result<Self, Error> {
-        let leaves = shape.leaves();
-        if leaves > flows.len() as u64 {
-            return Err(bad(
-                &format!("{shape:?}"),
-                format!(
-                    "{leaves} leaves for {} flows: every leaf needs one",
-                    flows.len()
-                ),
-            ));
+/// Builds the benchmark of `shape` with `leaf_alg` leaves over the scenario's flows,
+/// given to the leaves in blocks.
+pub(crate) fn prepare(
+    shape: &TreeShape,
+    leaf_alg: &str,
+    sc: &crate::Scenario,
+) -> Result<Box<dyn crate::run::Runner>, Error> {
+    let flows = &sc.flow_params;
+    let leaves = shape.leaves();
+    if leaves > flows.len() as u64 {
+        return Err(bad(
+            &sc.spec.tree.clone().unwrap_or_default(),
+            format!(
+                "{leaves} leaves for {} flows: every leaf needs one",
+                flows.len()
+            ),
+        ));
+    }
+    let per_leaf = flows.len().div_ceil(leaves as usize);
+    let limit: u64 = flows
+        .iter()
+        .map(|p| u64::from(p.limit_pkts))
+        .max()
+        .unwrap_or(1)
+        * per_leaf as u64;
+    let (spec, leaf_classes) = shape.spec(leaf_alg, limit.min(1 << 30) as u32);
+
+    struct Build<'a> {
+        sc: &'a crate::Scenario,
+        leaf_classes: Vec<usize>,
+        per_leaf: usize,
+    }
+    impl TreeVisitor<BenchPkt> for Build<'_> {
+        type Output = Result<Box<dyn crate::run::Runner>, Error>;
+        fn visit<L: Leaves<BenchPkt> + 'static>(
+            self,
+            mut tree: TreeSched<BenchPkt, L>,
+        ) -> Self::Output {
+            let mut leaf_of_class =
+                vec![u32::MAX; self.leaf_classes.iter().max().map_or(0, |m| m + 1)];
+            for (l, &c) in self.leaf_classes.iter().enumerate() {
+                leaf_of_class[c] = l as u32;
+            }
+            let mut keys = Vec::with_capacity(self.sc.flow_params.len());
+            for (i, p) in self.sc.flow_params.iter().enumerate() {
+                let leaf = self.leaf_classes[i / self.per_leaf];
+                let f = tree
+                    .add_flow(leaf, *p)
+                    .map_err(|e| bad("tree", e.to_string()))?;
+                keys.push(f);
+            }
+            // Shared leaves number the flows across the tree (flow i is index i), leaves of
+            // their own within each leaf; the way back must hold for every flow.
+            let global = keys
+                .iter()
+                .enumerate()
+                .all(|(i, k)| k.flow().index() as usize == i);
+            let target = TreeTarget {
+                tree,
+                keys,
+                leaf_of_class,
+                per_leaf: if global { 0 } else { self.per_leaf as u32 },
+                now: 0,
+            };
+            for (i, k) in target.keys.iter().enumerate() {
+                let back = target.back(*k);
+                if back as usize != i {
+                    return Err(bad("tree", format!("flow {i} maps back to {back}")));
+                }
+            }
+            Ok(crate::run::bench(target, self.sc))
         }
-        let per_leaf = flows.len().div_ceil(leaves as usize);
-        let limit: u64 = flows
-            .iter()
-            .map(|p| u64::from(p.limit_pkts))
-            .max()
-            .unwrap_or(1)
-            * per_leaf as u64;
-        let (spec, leaf_classes) = shape.spec(leaf_alg, limit.min(1 << 30) as u32);
-        let mut tree = TreeSched::new(&spec).map_err(|e| bad("tree", e.to_string()))?;
-        let mut leaf_of_class = vec![u32::MAX; spec.classes.len()];
-        for (l, &c) in leaf_classes.iter().enumerate() {
-            leaf_of_class[c] = l as u32;
+    }
+    pspat_sched::tree::visit(
+        &spec,
+        Build {
+            sc,
+            leaf_classes,
+            per_leaf,
+        },
+    )
+    .map_err(|e| bad("tree", e.to_string()))?
+}
+
+impl<L> TreeTarget<L> {
+    /// The harness's index of a tree flow.
+    #[inline(always)]
+    fn back(&self, flow: TreeFlow) -> u32 {
+        if self.per_leaf == 0 {
+            flow.flow().index()
+        } else {
+            self.leaf_of_class[flow.class()] * self.per_leaf + flow.flow().index()
         }
-        let mut keys = Vec::with_capacity(flows.len());
-        for (i, p) in flows.iter().enumerate() {
-            let leaf = leaf_classes[i / per_leaf];
-            let f = tree
-                .add_flow(leaf, *p)
-                .map_err(|e| bad("tree", e.to_string()))?;
-            debug_assert_eq!((i / per_leaf) * per_leaf + f.flow().index() as usize, i);
-            keys.push(f);
-        }
-        Ok(Self {
-            tree,
-            keys,
-            leaf_of_class,
-            per_leaf: per_leaf as u32,
-            now: 0,
-        })
     }
 }
 
 /// A [`TreeTarget`] borrowed for a batch.
-pub struct TreeBatch<'a>(&'a mut TreeTarget);
+pub struct TreeBatch<'a, L>(&'a mut TreeTarget<L>);
 
-impl Target for TreeTarget {
+impl<L: Leaves<BenchPkt>> Target for TreeTarget<L> {
     type Key = TreeFlow;
-    type Batch<'a> = TreeBatch<'a>;
+    type Batch<'a>
+        = TreeBatch<'a, L>
+    where
+        L: 'a;
 
     fn name(&self) -> &'static str {
         "tree"
@@ -173,7 +230,7 @@ impl Target for TreeTarget {
         self.keys[flow as usize]
     }
 
-    fn batch(&mut self) -> TreeBatch<'_> {
+    fn batch(&mut self) -> TreeBatch<'_, L> {
         TreeBatch(self)
     }
 
@@ -186,7 +243,7 @@ impl Target for TreeTarget {
     }
 }
 
-impl Queue for TreeBatch<'_> {
+impl<L: Leaves<BenchPkt>> Queue for TreeBatch<'_, L> {
     type Key = TreeFlow;
 
     #[inline(always)]
@@ -200,8 +257,7 @@ impl Queue for TreeBatch<'_> {
         match t.tree.dequeue(t.now) {
             Dequeued::Packet { flow, pkt } => {
                 t.now += u64::from(pkt.len);
-                let leaf = t.leaf_of_class[flow.class()];
-                Some((leaf * t.per_leaf + flow.flow().index(), pkt))
+                Some((t.back(flow), pkt))
             }
             Dequeued::Wait(_) | Dequeued::Idle => None,
         }

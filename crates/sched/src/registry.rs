@@ -218,9 +218,27 @@ pub trait Algorithm {
         params: &Params,
         capacity: u32,
     ) -> Result<Self::Sched<P>, ConfigError>;
+
+    /// Hands the algorithm's [`Policy`] (built from `params`) to `visitor`, if it is a
+    /// policy over the crate's flow table (FIFO and priority keep their own queues).
+    fn visit_policy<V: PolicyVisitor>(
+        _params: &Params,
+        _visitor: V,
+    ) -> Result<Option<V::Output>, ConfigError> {
+        Ok(None)
+    }
 }
 
-impl<A: Policy> Algorithm for A {
+/// Code run once per algorithm with the concrete [`Policy`] type: what builds the leaves
+/// of a tree that share one flow table ([`crate::tree::leaves`]).
+pub trait PolicyVisitor {
+    /// What the visit returns.
+    type Output;
+    /// Called with a policy built from the parameters.
+    fn visit<A: Policy + Send>(self, policy: A) -> Self::Output;
+}
+
+impl<A: Policy + Send> Algorithm for A {
     const INFO: AlgorithmInfo = A::INFO;
     type Sched<P: Packet + 'static> = Sched<A, P>;
 
@@ -229,6 +247,13 @@ impl<A: Policy> Algorithm for A {
         capacity: u32,
     ) -> Result<Sched<A, P>, ConfigError> {
         Sched::new(A::from_params(params)?, capacity)
+    }
+
+    fn visit_policy<V: PolicyVisitor>(
+        params: &Params,
+        visitor: V,
+    ) -> Result<Option<V::Output>, ConfigError> {
+        Ok(Some(visitor.visit(A::from_params(params)?)))
     }
 }
 
@@ -268,6 +293,23 @@ macro_rules! registry {
                 if info.name == <$alg as Algorithm>::INFO.name {
                     let sched = <$alg as Algorithm>::build::<P>(params, capacity)?;
                     return Ok(visitor.visit(sched));
+                }
+            )*
+            unreachable!("lookup returned a registered algorithm")
+        }
+
+        /// Builds the policy of the algorithm named `name` with `params` and hands it to
+        /// `visitor`; `None` if the algorithm is not a [`Policy`].
+        pub fn visit_policy<V: PolicyVisitor>(
+            name: &str,
+            params: &Params,
+            visitor: V,
+        ) -> Result<Option<V::Output>, ConfigError> {
+            let info = lookup(name)?;
+            params.check_known(info)?;
+            $(
+                if info.name == <$alg as Algorithm>::INFO.name {
+                    return <$alg as Algorithm>::visit_policy(params, visitor);
                 }
             )*
             unreachable!("lookup returned a registered algorithm")

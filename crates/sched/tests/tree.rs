@@ -6,7 +6,8 @@ use proptest::prelude::*;
 use pspat_sched::reference::class_service::measure_classes;
 use pspat_sched::reference::fluid::{allocate_tree, FluidClass};
 use pspat_sched::reference::trace::{Arrival, Trace, TxRecord};
-use pspat_sched::tree::{ClassSpec, Dequeued, TreeFlow, TreeSched, TreeSpec};
+use pspat_sched::tree::leaves::Leaves;
+use pspat_sched::tree::{ClassSpec, Dequeued, TreeFlow, TreeSched, TreeSpec, TreeVisitor};
 use pspat_sched::{Desc, FlowParams};
 
 /// What a leaf offers: `None` greedy, else a constant bit rate.
@@ -18,15 +19,58 @@ type Departure = (u64, u32, usize);
 /// Runs `spec` on a link of `link_bps` for `end_ns`, with one flow per leaf offering what
 /// `offers` says (by class index; inner classes `None` and ignored), packets of `len`
 /// bytes. Greedy leaves are topped up to 8 packets whenever they send. Returns the
-/// departures.
+/// departures. Each leaf its own scheduler, or with `shared` as `tree::visit` builds it
+/// (one flow table when the leaves run one policy).
 fn simulate(
     spec: &TreeSpec,
     link_bps: u64,
     offers: &[Offer],
     len: u32,
     end_ns: u64,
+    shared: bool,
 ) -> Vec<Departure> {
-    let mut t = TreeSched::<Desc>::new(spec).unwrap();
+    struct Run<'a> {
+        spec: &'a TreeSpec,
+        link_bps: u64,
+        offers: &'a [Offer],
+        len: u32,
+        end_ns: u64,
+    }
+    impl TreeVisitor<Desc> for Run<'_> {
+        type Output = Vec<Departure>;
+        fn visit<L: Leaves<Desc> + 'static>(self, t: TreeSched<Desc, L>) -> Vec<Departure> {
+            simulate_on(
+                t,
+                self.spec,
+                self.link_bps,
+                self.offers,
+                self.len,
+                self.end_ns,
+            )
+        }
+    }
+    let run = Run {
+        spec,
+        link_bps,
+        offers,
+        len,
+        end_ns,
+    };
+    if shared {
+        pspat_sched::tree::visit(spec, run).unwrap()
+    } else {
+        run.visit(TreeSched::<Desc>::new(spec).unwrap())
+    }
+}
+
+fn simulate_on<L: Leaves<Desc>>(
+    mut t: TreeSched<Desc, L>,
+    spec: &TreeSpec,
+    link_bps: u64,
+    offers: &[Offer],
+    len: u32,
+    end_ns: u64,
+) -> Vec<Departure> {
     let inner = spec.has_children();
     let mut flows: Vec<Option<(TreeFlow, Offer, f64, u32)>> = vec![None; spec.classes.len()];
     for (c, offer) in offers.iter().enumerate() {
@@ -131,15 +175,27 @@ fn fluid(spec: &TreeSpec, offers: &[Offer]) -> Vec<FluidClass> {
 fn check_against_fluid(spec: &TreeSpec, link: u64, offers: &[Offer], len: u32, secs: u64) {
     let want = allocate_tree(link as f64, &fluid(spec, offers)).unwrap();
     let end = secs * 1_000_000_000;
-    let out = simulate(spec, link, offers, len, end);
-    let got = rates(spec, &out, end / 5, end);
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        let err = (g - w).abs();
-        assert!(
-            err <= 0.005 * w + 0.0005 * link as f64,
-            "class {} ({i}): {g:.0} bit/s, fluid {w:.0}\nall: {got:?}\nwant: {want:?}\n{spec:#?}",
-            spec.classes[i].name
-        );
+    // with one flow per leaf, the leaves' algorithm changes nothing: the shared run makes
+    // them all DRR, so that `tree::visit` builds one flow table for them
+    let mut drr_leaves = spec.clone();
+    let inner = spec.has_children();
+    for (i, c) in drr_leaves.classes.iter_mut().enumerate() {
+        if !inner[i] {
+            c.algorithm = "drr".into();
+        }
+    }
+    for (spec, shared) in [(spec, false), (&drr_leaves, true)] {
+        let out = simulate(spec, link, offers, len, end, shared);
+        let got = rates(spec, &out, end / 5, end);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let err = (g - w).abs();
+            assert!(
+                err <= 0.005 * w + 0.0005 * link as f64,
+                "class {} ({i}, shared {shared}): {g:.0} bit/s, fluid {w:.0}\nall: {got:?}\nwant: \
+                 {want:?}\n{spec:#?}",
+                spec.classes[i].name
+            );
+        }
     }
 }
 
@@ -209,7 +265,7 @@ fn ceils_hold_over_every_interval() {
     );
     let offers = [None; 4];
     let end = 5_000_000_000;
-    let out = simulate(&s, 100 * M, &offers, 1200, end);
+    let out = simulate(&s, 100 * M, &offers, 1200, end, false);
     for (c, class) in s.classes.iter().enumerate() {
         let Some(ceil) = class.ceil_bps else { continue };
         let cburst = ClassSpec::burst_bytes(ceil, class.cburst, s.mtu) as f64;
@@ -312,7 +368,7 @@ proptest! {
     fn random_trees_with_drr_nodes_stay_near_the_fluid_allocation(seed in any::<u64>()) {
         let (spec, offers) = random_tree(seed, &["drr", "wf2q+", "qfq"]);
         let want = allocate_tree(1e8, &fluid(&spec, &offers)).unwrap();
-        let out = simulate(&spec, 100 * M, &offers, 1000, 4_000_000_000);
+        let out = simulate(&spec, 100 * M, &offers, 1000, 4_000_000_000, seed % 2 == 0);
         let got = rates(&spec, &out, 800_000_000, 4_000_000_000);
         for (g, w) in got.iter().zip(&want) {
             prop_assert!((g - w).abs() <= 0.03e8, "{got:?}\n{want:?}");
@@ -377,16 +433,18 @@ fn run_trace(spec: &TreeSpec, leaves: &[usize], arrivals: &[Arrival], rate_bps: 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// Weight-only trees of WF2Q+ nodes (no rate, no ceil, one band) with bursty arrivals
-    /// of 64 to 1500 bytes: every leaf's T-WFI, measured against its share
-    /// (`reference::class_service`), is within the sum over its path of each node's
-    /// WF2Q+ index, `5 L / (phi_a R)` with `phi_a` the node's share of the link, plus the
+    /// Weight-only trees (no rate, no ceil, one band) with bursty arrivals of 64 to 1500
+    /// bytes: every leaf's T-WFI, measured against its share
+    /// (`reference::class_service`), is within the sum over its path of each node's index
+    /// at its share of the link `phi_a R`: `5 L / (phi_a R)` for WF2Q+ nodes (`wf2q++` with
+    /// `m = 1`), `10 L / (phi_a R)` for QFQ nodes (QFQ+ eq. 22 with `m = M = 1`), plus the
     /// transmission of one packet: the H-WF2Q+ composition (Bennett and Zhang 1997) with
     /// head-independent budgets. (An inner class's T-WFI, one FIFO index over packets of
     /// several leaves, also counts the order among its leaves, which no bound of this
     /// form covers; the composition bounds sessions, the leaves.)
     #[test]
-    fn weight_only_trees_meet_the_summed_wfi(seed in any::<u64>()) {
+    fn weight_only_trees_meet_the_summed_wfi(seed in any::<u64>(), qfq in any::<bool>()) {
+        let (alg, index) = if qfq { ("qfq", 10.0) } else { ("wf2q+", 5.0) };
         let mut x = seed | 1;
         let mut rnd = move |n: u64| {
             x ^= x << 13;
@@ -394,7 +452,7 @@ proptest! {
             x ^= x << 17;
             x % n
         };
-        let mut spec = TreeSpec::new("wf2q+");
+        let mut spec = TreeSpec::new(alg);
         let mut level = Vec::new();
         let n = 2 + rnd(9) as usize;
         for i in 0..n {
@@ -408,10 +466,10 @@ proptest! {
             spec.add(ClassSpec::new(format!("c{i}"), parent, "fifo").weight(1 + rnd(8) as u32));
         }
         let inner = spec.has_children();
-        // inner classes schedule with WF2Q+; one flow per leaf
+        // inner classes schedule with `alg`; one flow per leaf
         for (i, c) in spec.classes.iter_mut().enumerate() {
             if inner[i] {
-                c.algorithm = "wf2q+".into();
+                c.algorithm = alg.into();
             }
         }
         let leaves: Vec<usize> = (0..n).filter(|&i| !inner[i]).collect();
@@ -439,7 +497,7 @@ proptest! {
             let mut bound = l;
             let mut a = Some(c);
             while let Some(i) = a {
-                bound += 5.0 * l / got[i].phi;
+                bound += index * l / got[i].phi;
                 a = spec.classes[i].parent;
             }
             prop_assert!(

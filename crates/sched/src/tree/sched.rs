@@ -46,11 +46,11 @@ use crate::error::{FlowError, Rejected};
 use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry;
-use crate::scheduler::Scheduler;
 use crate::stats::{Backlog, SchedStats};
 
 use super::discipline::{Disc, Drr, Ent, Qfq, Wf2q};
 use super::gcra::Gcra;
+use super::leaves::{DynLeaves, Leaves};
 use super::spec::{inner_kind, ClassSpec, InnerKind, SpecError, TreeSpec, BANDS, MAX_DEPTH};
 use super::timers::Timers;
 
@@ -179,21 +179,19 @@ impl Inner {
     }
 }
 
-struct Leaf<P> {
-    sched: Box<dyn Scheduler<P>>,
-}
-
-/// A tree of classes over a link (see the module documentation).
-pub struct TreeSched<P> {
+/// A tree of classes over a link (see the module documentation), its flows in leaves `L`
+/// ([`super::leaves`]).
+pub struct TreeSched<P, L = DynLeaves<P>> {
     nodes: Vec<Node>,
     names: Vec<String>,
     g_ents: Vec<Ent>,
     e_ents: Vec<Ent>,
     inner: Vec<Inner>,
-    leaves: Vec<Leaf<P>>,
+    leaves: L,
     timers: Timers,
     stats: Vec<ClassStats>,
     mtu: u32,
+    _packets: std::marker::PhantomData<fn(P) -> P>,
 }
 
 fn disc(kind: InnerKind) -> Disc {
@@ -213,8 +211,38 @@ fn bucket(bps: u64, burst: Option<u64>, mtu: u32) -> Gcra {
 }
 
 impl<P: Packet + Send + 'static> TreeSched<P> {
-    /// Builds the tree `spec` describes, or says what is wrong with it.
+    /// Builds the tree `spec` describes, each leaf its own scheduler ([`DynLeaves`]), or
+    /// says what is wrong with it. [`super::visit`] builds shared leaves when it can.
     pub fn new(spec: &TreeSpec) -> Result<Self, SpecError> {
+        let mut scheds = Vec::new();
+        for c in leaf_classes(spec) {
+            scheds.push(
+                registry::build::<P>(&c.algorithm, &c.params, c.limit_pkts).map_err(|source| {
+                    SpecError::Leaf {
+                        class: c.name.clone(),
+                        source,
+                    }
+                })?,
+            );
+        }
+        Self::with_leaves(spec, DynLeaves::new(scheds))
+    }
+}
+
+/// The leaf classes of `spec`, in order (leaf `i` of a tree is the `i`-th).
+pub fn leaf_classes(spec: &TreeSpec) -> impl Iterator<Item = &ClassSpec> {
+    let inner = spec.has_children();
+    spec.classes
+        .iter()
+        .enumerate()
+        .filter(move |&(i, _)| !inner[i])
+        .map(|(_, c)| c)
+}
+
+impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
+    /// Builds the tree `spec` describes over `leaves`, whose leaf `i` is the `i`-th leaf
+    /// class of `spec` ([`leaf_classes`]).
+    pub fn with_leaves(spec: &TreeSpec, leaves: L) -> Result<Self, SpecError> {
         spec.validate()?;
         let n = spec.classes.len() + 1;
         let has_children = spec.has_children();
@@ -233,7 +261,7 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
             bands_used[0],
             rated[0],
         )];
-        let mut leaves = Vec::new();
+        let mut n_leaves = 0;
         nodes.push(Node {
             parent: NONE,
             slot: 0,
@@ -256,14 +284,8 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
                 ));
                 inner.len() - 1
             } else {
-                let sched = registry::build::<P>(&c.algorithm, &c.params, c.limit_pkts).map_err(
-                    |source| SpecError::Leaf {
-                        class: c.name.clone(),
-                        source,
-                    },
-                )?;
-                leaves.push(Leaf { sched });
-                leaves.len() - 1
+                n_leaves += 1;
+                n_leaves - 1
             };
             names.push(c.name.clone());
             nodes.push(Node {
@@ -317,6 +339,7 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
             inner,
             leaves,
             mtu: spec.mtu,
+            _packets: std::marker::PhantomData,
         })
     }
 
@@ -344,17 +367,15 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
             }
             .into());
         }
-        let flow = self.leaves[n.slot as usize].sched.add_flow(params)?;
+        let flow = self.leaves.add_flow(n.slot, params)?;
         Ok(TreeFlow { node, flow })
     }
 
     /// Queues `pkt` on `flow` at `now` (ns), or hands it back with the reason it was
     /// dropped (counted by the leaf's scheduler).
     pub fn enqueue(&mut self, now: u64, flow: TreeFlow, pkt: P) -> Result<(), Rejected<P>> {
-        let leaf = &mut self.leaves[self.nodes[flow.node as usize].slot as usize];
-        let was_empty = leaf.sched.is_empty();
-        leaf.sched.enqueue(flow.flow, pkt)?;
-        if was_empty {
+        let leaf = self.nodes[flow.node as usize].slot;
+        if self.leaves.enqueue(leaf, flow.flow, pkt)? {
             self.attach(flow.node, now, false);
         }
         Ok(())
@@ -381,8 +402,7 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
             depth += 1;
             n = c;
         }
-        let leaf = &mut self.leaves[self.nodes[n as usize].slot as usize];
-        let (flow, pkt) = leaf.sched.dequeue().expect("a live leaf has packets");
+        let (flow, pkt) = self.leaves.dequeue(self.nodes[n as usize].slot);
         let len = pkt.wire_len();
         // Up: charge every class of the path and move it where its new state says.
         for &(c, from_g) in path[..depth].iter().rev() {
@@ -426,7 +446,7 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
     fn backlogged(&self, c: u32) -> bool {
         let node = &self.nodes[c as usize];
         if node.is_leaf {
-            !self.leaves[node.slot as usize].sched.is_empty()
+            !self.leaves.is_empty(node.slot)
         } else {
             self.inner[node.slot as usize].live > 0
         }
@@ -586,19 +606,12 @@ impl<P: Packet + Send + 'static> TreeSched<P> {
     /// Counters of leaf class `class`'s scheduler (drops by reason, backlog, flows).
     pub fn leaf_stats(&self, class: usize) -> Option<SchedStats> {
         let n = self.nodes.get(class + 1)?;
-        n.is_leaf
-            .then(|| self.leaves[n.slot as usize].sched.stats())
+        n.is_leaf.then(|| self.leaves.stats(n.slot))
     }
 
     /// Packets and bytes queued in the whole tree (O(leaves)).
     pub fn backlog(&self) -> Backlog {
-        self.leaves.iter().fold(Backlog::default(), |acc, l| {
-            let b = l.sched.backlog();
-            Backlog {
-                pkts: acc.pkts + b.pkts,
-                bytes: acc.bytes + b.bytes,
-            }
-        })
+        self.leaves.backlog()
     }
 
     /// Checks the state invariants of the module documentation (for tests; O(classes)).
