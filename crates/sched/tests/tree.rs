@@ -507,3 +507,165 @@ proptest! {
         }
     }
 }
+
+/// Trees the change test runs.
+const SEEDS: u64 = 60;
+
+/// Thousands of changes while traffic flows: rates, ceils, weights and bands of random
+/// classes change every few packets and leaves are added with flows of their own. After
+/// every step the state invariants hold; nothing is lost (every accepted packet leaves, the
+/// only refusals are queue limits, counted); and once the changes stop, the classes get
+/// the fluid allocation of the tree as it then is.
+#[test]
+fn changes_under_load_lose_nothing() {
+    let mut total_changes = 0;
+    for seed in 1..=SEEDS {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut spec, mut offers) = random_tree(rnd(u64::MAX), &["wf2q+", "qfq"]);
+        let mut t = TreeSched::<Desc>::new(&spec).unwrap();
+        let mut inner = spec.has_children();
+        let mut flows: Vec<Option<TreeFlow>> = vec![None; spec.classes.len()];
+        for c in 0..spec.classes.len() {
+            if !inner[c] {
+                flows[c] = Some(
+                    t.add_flow(c, FlowParams::weighted(1).with_limit_pkts(64))
+                        .unwrap(),
+                );
+            }
+        }
+        let link = 100 * M;
+        let len = 1000u32;
+        let mut queued = vec![0u32; spec.classes.len()];
+        let mut next = vec![0.0f64; spec.classes.len()];
+        let (mut accepted, mut refused, mut sent) = (0u64, 0u64, 0u64);
+        let mut now = 0u64;
+        let mut rates_from = 0;
+        let mut bytes = vec![0.0; spec.classes.len()];
+        let changes_end = 2_000_000_000u64;
+        let end = 6_000_000_000u64;
+        let mut changes = 0;
+        let mut step = 0u64;
+        while now < end {
+            step += 1;
+            // arrivals
+            for c in 0..spec.classes.len() {
+                let Some(f) = flows[c] else { continue };
+                let want = match offers[c] {
+                    None => 8u32.saturating_sub(queued[c]),
+                    Some(bps) => {
+                        let mut k = 0;
+                        while next[c] <= now as f64 {
+                            k += 1;
+                            next[c] += f64::from(len) * 8e9 / bps;
+                        }
+                        k
+                    }
+                };
+                for _ in 0..want {
+                    match t.enqueue(now, f, Desc::new(0, len)) {
+                        Ok(()) => {
+                            accepted += 1;
+                            queued[c] += 1;
+                        }
+                        Err(r) => {
+                            assert_eq!(r.reason, pspat_sched::DropReason::FlowPacketLimit);
+                            refused += 1;
+                        }
+                    }
+                }
+            }
+            // changes
+            if now < changes_end && step % 20 == 0 {
+                let c = rnd(spec.classes.len() as u64) as usize;
+                let mut new = spec.classes[c].clone();
+                new.weight = 1 + rnd(5) as u32;
+                new.prio = rnd(3) as u8;
+                new.rate_bps = if rnd(2) == 0 { 0 } else { (1 + rnd(40)) * M };
+                new.ceil_bps = (rnd(3) == 0).then(|| new.rate_bps.max(M) + rnd(60) * M);
+                t.change_class(now, c, &new).unwrap();
+                spec.classes[c] = new;
+                changes += 1;
+                if step % 2000 == 0 {
+                    // a new greedy leaf under a random inner class or the link
+                    let parents: Vec<usize> =
+                        (0..spec.classes.len()).filter(|&i| inner[i]).collect();
+                    let parent = (!parents.is_empty() && rnd(2) == 0)
+                        .then(|| parents[rnd(parents.len() as u64) as usize]);
+                    let leaf = ClassSpec::new(format!("n{step}"), parent, "fifo")
+                        .weight(1 + rnd(3) as u32);
+                    let i = t.add_class(&leaf, false).unwrap();
+                    assert_eq!(i, spec.classes.len());
+                    spec.add(leaf);
+                    inner.push(false);
+                    offers.push(None);
+                    queued.push(0);
+                    next.push(0.0);
+                    bytes.push(0.0);
+                    flows.push(Some(
+                        t.add_flow(i, FlowParams::weighted(1).with_limit_pkts(64))
+                            .unwrap(),
+                    ));
+                }
+                t.check_invariants().unwrap();
+            }
+            if rates_from == 0 && now >= changes_end + 1_000_000_000 {
+                rates_from = now;
+            }
+            let next_arrival = (0..spec.classes.len())
+                .filter(|&c| flows[c].is_some() && offers[c].is_some())
+                .map(|c| next[c].ceil() as u64)
+                .min()
+                .unwrap_or(u64::MAX);
+            match t.dequeue(now) {
+                Dequeued::Packet { flow, pkt } => {
+                    sent += 1;
+                    queued[flow.class()] -= 1;
+                    if rates_from > 0 {
+                        let mut up = Some(flow.class());
+                        while let Some(i) = up {
+                            bytes[i] += f64::from(pkt.len);
+                            up = spec.classes[i].parent;
+                        }
+                    }
+                    now += u64::from(pkt.len) * 8_000_000_000 / link;
+                }
+                Dequeued::Wait(w) => now = w.min(next_arrival),
+                Dequeued::Idle => now = next_arrival,
+            }
+            t.check_invariants().unwrap();
+        }
+        assert!(changes > 300, "seed {seed}: {changes} changes");
+        total_changes += changes;
+        // drain: everything accepted leaves
+        loop {
+            match t.dequeue(now) {
+                Dequeued::Packet { .. } => sent += 1,
+                Dequeued::Wait(w) => now = w,
+                Dequeued::Idle => break,
+            }
+        }
+        assert_eq!(sent, accepted, "seed {seed}: {refused} refused");
+        let drops: u64 = (0..spec.classes.len())
+            .filter_map(|c| t.leaf_stats(c))
+            .map(|s| s.drops.total())
+            .sum();
+        assert_eq!(drops, refused, "every refusal is counted by its leaf");
+        // after the changes, the fluid allocation of the tree as it is
+        let want = allocate_tree(link as f64, &fluid(&spec, &offers)).unwrap();
+        let secs = (end - rates_from) as f64 / 1e9;
+        for (i, w) in want.iter().enumerate() {
+            let g = bytes[i] * 8.0 / secs;
+            assert!(
+                (g - w).abs() <= 0.005 * w + 0.001 * link as f64,
+                "seed {seed} class {i}: {g:.0} against {w:.0}\n{spec:#?}"
+            );
+        }
+    }
+    assert!(total_changes > 1000 * SEEDS, "{total_changes} changes");
+}

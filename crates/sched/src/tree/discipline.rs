@@ -111,6 +111,39 @@ impl Disc {
         }
     }
 
+    /// Child `c`, of weight `weight`, idle (not scheduled), leaves this discipline's
+    /// children (a class removed, re-weighted or moved to another band: control path).
+    pub fn remove_child(&mut self, weight: u32) {
+        match self {
+            Disc::Wf2q(w) => {
+                w.clock.remove_weight(weight);
+                w.children -= 1;
+            }
+            Disc::Qfq(q) => q.core.add_weight(-i64::from(weight)),
+            Disc::Drr(_) => {}
+        }
+    }
+
+    /// Takes child `c` out of the schedule wherever it is, keeping what it was owed as a
+    /// child that left after a service (control path: O(children) for WF2Q+'s heaps and
+    /// DRR's round, O(slot) for QFQ).
+    pub fn remove(&mut self, ents: &mut [Ent], c: u32) {
+        match self {
+            Disc::Wf2q(w) => {
+                if !w.eligible.remove(c) {
+                    w.ineligible.remove(c);
+                }
+                let e = &mut ents[c as usize];
+                e.f = e.s;
+            }
+            Disc::Qfq(q) => {
+                q.core.remove(&mut QfqView(ents), c, false);
+                q.old_v = q.core.vtime();
+            }
+            Disc::Drr(d) => d.unlink(ents, c),
+        }
+    }
+
     /// Whether no child is scheduled.
     #[inline]
     pub fn is_empty(&self) -> bool {
@@ -339,6 +372,29 @@ impl Drr {
             self.tail = c;
         }
         self.head = c;
+    }
+
+    /// Takes `c` out of the round, wherever it is (control path).
+    fn unlink(&mut self, ents: &mut [Ent], c: u32) {
+        let mut prev = NONE;
+        let mut cur = self.head;
+        while cur != NONE && cur != c {
+            prev = cur;
+            cur = ents[cur as usize].next;
+        }
+        if cur == NONE {
+            return;
+        }
+        let next = ents[c as usize].next;
+        if prev == NONE {
+            self.head = next;
+        } else {
+            ents[prev as usize].next = next;
+        }
+        if self.tail == c {
+            self.tail = prev;
+        }
+        ents[c as usize].next = NONE;
     }
 
     fn pop_front(&mut self, ents: &mut [Ent]) -> Option<u32> {

@@ -22,9 +22,12 @@ use crate::registry::{self, Params, PolicyVisitor};
 use crate::scheduler::Scheduler;
 use crate::stats::{Backlog, DropReason, SchedStats};
 use crate::table::FlowTable;
+use crate::tree::spec::{ClassSpec, SpecError};
 
 /// The leaf classes' schedulers, by leaf index.
 pub trait Leaves<P> {
+    /// Adds a leaf scheduling its flows as `spec` says; returns its index.
+    fn add_leaf(&mut self, spec: &ClassSpec) -> Result<u32, SpecError>;
     /// Creates a flow in leaf `leaf`.
     fn add_flow(&mut self, leaf: u32, params: FlowParams) -> Result<FlowId, FlowError>;
     /// Queues `pkt` on `flow` of `leaf`; `Ok(true)` if the leaf was empty.
@@ -51,7 +54,18 @@ impl<P> DynLeaves<P> {
     }
 }
 
-impl<P> Leaves<P> for DynLeaves<P> {
+impl<P: Packet + Send + 'static> Leaves<P> for DynLeaves<P> {
+    fn add_leaf(&mut self, spec: &ClassSpec) -> Result<u32, SpecError> {
+        let s = registry::build::<P>(&spec.algorithm, &spec.params, spec.limit_pkts).map_err(
+            |source| SpecError::Leaf {
+                class: spec.name.clone(),
+                source,
+            },
+        )?;
+        self.scheds.push(s);
+        Ok(self.scheds.len() as u32 - 1)
+    }
+
     fn add_flow(&mut self, leaf: u32, params: FlowParams) -> Result<FlowId, FlowError> {
         self.scheds[leaf as usize].add_flow(params)
     }
@@ -100,12 +114,19 @@ pub struct SharedLeaves<P, A: Policy> {
     limit: Vec<u32>,
     /// The leaf of each flow, by flow index.
     leaf_of: Vec<u32>,
+    /// The parameters every leaf's policy was built with.
+    params: Params,
 }
 
 impl<P: Packet, A: Policy> SharedLeaves<P, A> {
     /// Leaves running `algs[i]`, holding at most `limits[i]` packets each, over a table of
     /// `capacity` packets.
-    pub fn new(algs: Vec<A>, limits: Vec<u32>, capacity: u32) -> Result<Self, ConfigError> {
+    pub fn new(
+        algs: Vec<A>,
+        limits: Vec<u32>,
+        capacity: u32,
+        params: Params,
+    ) -> Result<Self, ConfigError> {
         assert_eq!(algs.len(), limits.len());
         if capacity == 0 || capacity > crate::table::MAX_FLOWS {
             return Err(ConfigError::Capacity(capacity as usize));
@@ -120,11 +141,32 @@ impl<P: Packet, A: Policy> SharedLeaves<P, A> {
             algs,
             limit: limits,
             leaf_of: Vec::new(),
+            params,
         })
     }
 }
 
 impl<P: Packet, A: Policy> Leaves<P> for SharedLeaves<P, A> {
+    fn add_leaf(&mut self, spec: &ClassSpec) -> Result<u32, SpecError> {
+        let refuse = || SpecError::SharedLeaf {
+            class: spec.name.clone(),
+            algorithm: spec.algorithm.clone(),
+            shared: A::INFO.name,
+        };
+        if !A::INFO.answers_to(&spec.algorithm) || spec.params != self.params {
+            return Err(refuse());
+        }
+        let mut alg = A::from_params(&spec.params).map_err(|source| SpecError::Leaf {
+            class: spec.name.clone(),
+            source,
+        })?;
+        alg.prepare(spec.limit_pkts);
+        self.algs.push(alg);
+        self.queued.push(0);
+        self.limit.push(spec.limit_pkts);
+        Ok(self.algs.len() as u32 - 1)
+    }
+
     fn add_flow(&mut self, leaf: u32, params: FlowParams) -> Result<FlowId, FlowError> {
         params.validate()?;
         let alg = &mut self.algs[leaf as usize];
@@ -240,9 +282,12 @@ pub fn build_shared<V: SharedVisitor<P>, P: Packet + Send + 'static>(
             for _ in 1..self.limits.len() {
                 algs.push(A::from_params(&self.params)?);
             }
-            Ok(self
-                .visitor
-                .visit(SharedLeaves::<P, A>::new(algs, self.limits, self.capacity)?))
+            Ok(self.visitor.visit(SharedLeaves::<P, A>::new(
+                algs,
+                self.limits,
+                self.capacity,
+                self.params,
+            )?))
         }
     }
     let b = Build {

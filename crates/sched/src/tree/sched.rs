@@ -134,6 +134,8 @@ struct Node {
     stale: bool,
     /// Backlogged and red.
     parked: bool,
+    /// Its weight in its parent's guarantee schedule (0: no rate).
+    g_w: u32,
 }
 
 impl Node {
@@ -144,6 +146,10 @@ impl Node {
 
 #[derive(Clone, Debug)]
 struct Inner {
+    /// How it orders its children in each band.
+    kind: InnerKind,
+    /// The shift that turns a child's rate into its weight in `g` (`RATE_WEIGHT_BITS`).
+    g_shift: u32,
     g: Disc,
     e: Vec<Disc>,
     /// Bands whose `e` holds entries.
@@ -153,12 +159,41 @@ struct Inner {
 }
 
 impl Inner {
+    /// Band `b`'s discipline, made real if it was a placeholder (control path).
+    fn band(&mut self, b: usize) -> &mut Disc {
+        if self.kind != InnerKind::Drr && matches!(self.e[b], Disc::Drr(_)) {
+            self.e[b] = disc(self.kind);
+        }
+        &mut self.e[b]
+    }
+
+    /// The guarantee schedule, made real if it was a placeholder (control path).
+    fn guarantee(&mut self) -> &mut Disc {
+        if matches!(self.g, Disc::Drr(_)) {
+            self.g = Disc::Qfq(Box::<Qfq>::default());
+        }
+        &mut self.g
+    }
+
+    /// Whether a child of rate `bps` gets its weight in `g` at the current scale.
+    fn g_fits(&self, bps: u64) -> bool {
+        bps >> self.g_shift < 1 << RATE_WEIGHT_BITS
+    }
+
+    /// The weight of a child of rate `bps` in `g`.
+    fn g_weight(&self, bps: u64) -> u32 {
+        let max = (1u64 << RATE_WEIGHT_BITS) - 1;
+        (bps >> self.g_shift).clamp(1, max) as u32
+    }
+
     /// A node of `kind` whose children use the bands of `bands` (a bit each) and, if
     /// `rated`, rates: a discipline for each of those, an empty placeholder (no memory)
     /// for the others.
     fn new(kind: InnerKind, bands: u8, rated: bool) -> Self {
         let placeholder = || Disc::Drr(Drr::default());
         Self {
+            kind,
+            g_shift: 0,
             g: if rated {
                 Disc::Qfq(Box::<Qfq>::default())
             } else {
@@ -190,6 +225,8 @@ pub struct TreeSched<P, L = DynLeaves<P>> {
     leaves: L,
     timers: Timers,
     stats: Vec<ClassStats>,
+    /// Each class as configured (node `i + 1` is `specs[i]`): what changes start from.
+    specs: Vec<ClassSpec>,
     mtu: u32,
     _packets: std::marker::PhantomData<fn(P) -> P>,
 }
@@ -200,6 +237,33 @@ fn disc(kind: InnerKind) -> Disc {
         InnerKind::Qfq => Disc::Qfq(Box::<Qfq>::default()),
         InnerKind::Drr => Disc::Drr(Drr::default()),
     }
+}
+
+/// The checks of [`TreeSpec::validate`] on one class's own values.
+fn check_class_values(c: &ClassSpec) -> Result<(), SpecError> {
+    let class = || c.name.clone();
+    if c.weight == 0 || c.weight > crate::flow::MAX_WEIGHT {
+        return Err(SpecError::Weight {
+            class: class(),
+            weight: c.weight,
+        });
+    }
+    if usize::from(c.prio) >= BANDS {
+        return Err(SpecError::Prio {
+            class: class(),
+            prio: c.prio,
+        });
+    }
+    if let Some(ceil) = c.ceil_bps {
+        if ceil == 0 || ceil < c.rate_bps {
+            return Err(SpecError::Ceil {
+                class: class(),
+                ceil,
+                rate: c.rate_bps,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn bucket(bps: u64, burst: Option<u64>, mtu: u32) -> Gcra {
@@ -274,6 +338,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             in_e: false,
             stale: false,
             parked: false,
+            g_w: 0,
         });
         for (i, c) in spec.classes.iter().enumerate() {
             let slot = if has_children[i] {
@@ -302,6 +367,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
                 in_e: false,
                 stale: false,
                 parked: false,
+                g_w: 0,
             });
         }
         // Each parent's guarantee schedule weighs its children by rate, scaled so that the
@@ -318,9 +384,11 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             let p = nodes[node].parent as usize;
             let pi = nodes[p].slot as usize;
             if c.rate_bps > 0 {
-                let shift = (64 - max_rate[p].leading_zeros()).saturating_sub(RATE_WEIGHT_BITS);
-                let w = u32::try_from((c.rate_bps >> shift).max(1)).expect("16 bits");
+                inner[pi].g_shift =
+                    (64 - max_rate[p].leading_zeros()).saturating_sub(RATE_WEIGHT_BITS);
+                let w = inner[pi].g_weight(c.rate_bps);
                 inner[pi].g.add_child(&mut g_ents, node as u32, w, spec.mtu);
+                nodes[node].g_w = w;
             }
             inner[pi].e[usize::from(c.prio)].add_child(
                 &mut e_ents,
@@ -338,6 +406,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             e_ents,
             inner,
             leaves,
+            specs: spec.classes.clone(),
             mtu: spec.mtu,
             _packets: std::marker::PhantomData,
         })
@@ -524,49 +593,101 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
         }
     }
 
+    /// Puts class `c`, backlogged and in no schedule, where its state at `now` says: parked
+    /// if red, else in its parent's `g` if green, else in its band of `e` (reviving a
+    /// stale entry; [`Disc::resume`] if `unparked`) with a promotion timer. Returns whether
+    /// it is live. Leaves the parent's count of live children to the caller.
+    fn place(&mut self, c: u32, now: u64, unparked: bool) -> bool {
+        let node = &mut self.nodes[c as usize];
+        if !node.ceil.conforms(now) {
+            node.parked = true;
+            self.stats[c as usize].overlimits += 1;
+            self.timers.set(c, node.ceil.conforming_at());
+            return false;
+        }
+        let green = node.has_rate && node.rate.conforms(now);
+        let band = usize::from(node.band);
+        let p = node.parent;
+        let parent = &mut self.inner[self.nodes[p as usize].slot as usize];
+        let node = &mut self.nodes[c as usize];
+        if green {
+            parent.g.activate(&mut self.g_ents, c, self.mtu);
+            node.in_g = true;
+        } else {
+            if node.in_e {
+                node.stale = false;
+            } else {
+                let e = &mut parent.e[band];
+                if unparked {
+                    e.resume(&mut self.e_ents, c, self.mtu);
+                } else {
+                    e.activate(&mut self.e_ents, c, self.mtu);
+                }
+                parent.mask |= 1 << band;
+                node.in_e = true;
+            }
+            if node.has_rate {
+                self.timers.set(c, node.rate.conforming_at());
+            }
+        }
+        true
+    }
+
     /// Class `c` became backlogged at `now` (or is no longer red: `unparked`): joins its
     /// parent's schedules, and so on up while the parent was idle. A class coming back from
     /// its ceil, and the ancestors that were idle only for it, are served first in a DRR
     /// round if their turn was not over ([`Disc::resume`]).
     fn attach(&mut self, mut c: u32, now: u64, unparked: bool) {
         while c != ROOT {
-            let node = &mut self.nodes[c as usize];
-            if !node.ceil.conforms(now) {
-                node.parked = true;
-                self.stats[c as usize].overlimits += 1;
-                self.timers.set(c, node.ceil.conforming_at());
+            if !self.place(c, now, unparked) {
                 return;
             }
-            let green = node.has_rate && node.rate.conforms(now);
-            let band = usize::from(node.band);
-            let p = node.parent;
+            let p = self.nodes[c as usize].parent;
             let parent = &mut self.inner[self.nodes[p as usize].slot as usize];
-            let node = &mut self.nodes[c as usize];
-            if green {
-                parent.g.activate(&mut self.g_ents, c, self.mtu);
-                node.in_g = true;
-            } else {
-                if node.in_e {
-                    node.stale = false;
-                } else {
-                    let e = &mut parent.e[band];
-                    if unparked {
-                        e.resume(&mut self.e_ents, c, self.mtu);
-                    } else {
-                        e.activate(&mut self.e_ents, c, self.mtu);
-                    }
-                    parent.mask |= 1 << band;
-                    node.in_e = true;
-                }
-                if node.has_rate {
-                    self.timers.set(c, node.rate.conforming_at());
-                }
-            }
             parent.live += 1;
             if parent.live > 1 {
                 return;
             }
             c = p;
+        }
+    }
+
+    /// Takes class `c` out of its parent's schedules and timers, stale entry included,
+    /// keeping what it is owed (control path). Leaves the parent's count of live children
+    /// to the caller.
+    fn unschedule(&mut self, c: u32) {
+        let node = &mut self.nodes[c as usize];
+        let p = node.parent;
+        let parent = &mut self.inner[self.nodes[p as usize].slot as usize];
+        let node = &mut self.nodes[c as usize];
+        if node.in_g {
+            parent.g.remove(&mut self.g_ents, c);
+            node.in_g = false;
+        }
+        if node.in_e {
+            parent.e[usize::from(node.band)].remove(&mut self.e_ents, c);
+            node.in_e = false;
+            node.stale = false;
+        }
+        node.parked = false;
+        self.timers.cancel(c);
+    }
+
+    /// Node `p` lost a live child on the control path: if it has none left, it leaves its
+    /// own parent's schedules, and so on up.
+    fn lost_live(&mut self, mut p: u32) {
+        loop {
+            let slot = self.nodes[p as usize].slot as usize;
+            self.inner[slot].live -= 1;
+            if self.inner[slot].live > 0 || p == ROOT {
+                return;
+            }
+            let was_live = self.nodes[p as usize].is_live();
+            self.unschedule(p);
+            if !was_live {
+                return;
+            }
+            p = self.nodes[p as usize].parent;
         }
     }
 
@@ -590,6 +711,214 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
         let p = node.parent;
         let parent = &mut self.inner[self.nodes[p as usize].slot as usize];
         parent.g.activate(&mut self.g_ents, c, self.mtu);
+    }
+
+    /// Changes class `class` (its index in the [`TreeSpec`], or as [`Self::add_class`]
+    /// returned it) to `new` at `now` (ns): rate, ceil, bursts, weight and band. Its packets
+    /// stay queued; it keeps its position against its rate and ceil (what it was ahead or
+    /// behind), and what its parent's schedules owed it. The parent and the algorithm do
+    /// not change this way (`SpecError::Change` names the field).
+    pub fn change_class(
+        &mut self,
+        now: u64,
+        class: usize,
+        new: &ClassSpec,
+    ) -> Result<(), SpecError> {
+        let c = self.node_of(class)?;
+        let old = self.specs[class].clone();
+        let name = || old.name.clone();
+        if new.parent != old.parent {
+            return Err(SpecError::Change {
+                class: name(),
+                field: "parent",
+            });
+        }
+        if new.algorithm != old.algorithm || new.params != old.params {
+            return Err(SpecError::Change {
+                class: name(),
+                field: "algorithm",
+            });
+        }
+        check_class_values(new)?;
+        let p = self.nodes[c as usize].parent;
+        let pi = self.nodes[p as usize].slot as usize;
+        let was_live = self.nodes[c as usize].is_live();
+        self.unschedule(c);
+        // its membership of the parent's schedules
+        if (old.prio, old.weight) != (new.prio, new.weight) {
+            self.inner[pi].e[usize::from(old.prio)].remove_child(old.weight);
+            let mtu = self.mtu;
+            self.inner[pi].band(usize::from(new.prio)).add_child(
+                &mut self.e_ents,
+                c,
+                new.weight,
+                mtu,
+            );
+        }
+        if old.rate_bps != new.rate_bps {
+            let w = self.nodes[c as usize].g_w;
+            if w > 0 {
+                self.inner[pi].g.remove_child(w);
+                self.nodes[c as usize].g_w = 0;
+            }
+            self.specs[class].rate_bps = new.rate_bps;
+            self.join_g(p, c);
+        }
+        let node = &mut self.nodes[c as usize];
+        node.band = new.prio;
+        node.has_rate = new.rate_bps > 0;
+        node.rate = node.rate.rerated(
+            new.rate_bps,
+            ClassSpec::burst_bytes(new.rate_bps, new.burst, self.mtu),
+        );
+        node.ceil = match new.ceil_bps {
+            Some(b) => node
+                .ceil
+                .rerated(b, ClassSpec::burst_bytes(b, new.cburst, self.mtu)),
+            None => Gcra::UNLIMITED,
+        };
+        self.specs[class] = new.clone();
+        // back where its state says
+        let live = self.backlogged(c) && self.place(c, now, false);
+        match (was_live, live) {
+            (true, false) => self.lost_live(p),
+            (false, true) => {
+                let parent = &mut self.inner[pi];
+                parent.live += 1;
+                if parent.live == 1 && p != ROOT {
+                    self.attach(p, now, false);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Adds a class at `now` (ns) under `spec.parent` (the link, or an inner class): a leaf
+    /// (its scheduler `spec.algorithm`), or with `inner` a class that orders children to be
+    /// added under it. Returns its index, for [`Self::add_flow`] and the changes. In a tree
+    /// whose leaves share one flow table, a new leaf runs the same policy.
+    pub fn add_class(&mut self, spec: &ClassSpec, inner: bool) -> Result<usize, SpecError> {
+        let name = || spec.name.clone();
+        check_class_values(spec)?;
+        let p = match spec.parent {
+            None => ROOT,
+            Some(i) => self.node_of(i)?,
+        };
+        if self.nodes[p as usize].is_leaf {
+            return Err(SpecError::NotInner {
+                class: name(),
+                parent: self.names[p as usize].clone(),
+            });
+        }
+        let mut depth = 1;
+        let mut up = p;
+        while up != ROOT {
+            depth += 1;
+            up = self.nodes[up as usize].parent;
+        }
+        if depth > MAX_DEPTH {
+            return Err(SpecError::Depth {
+                class: name(),
+                depth,
+            });
+        }
+        let slot = if inner {
+            let kind = inner_kind(&spec.algorithm).map_err(|e| SpecError::Class {
+                class: name(),
+                source: Box::new(e),
+            })?;
+            self.inner.push(Inner::new(kind, 0, false));
+            self.inner.len() as u32 - 1
+        } else {
+            self.leaves.add_leaf(spec)?
+        };
+        let c = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            parent: p,
+            slot,
+            is_leaf: !inner,
+            band: spec.prio,
+            has_rate: spec.rate_bps > 0,
+            rate: bucket(spec.rate_bps, spec.burst, self.mtu),
+            ceil: spec
+                .ceil_bps
+                .map_or(Gcra::UNLIMITED, |b| bucket(b, spec.cburst, self.mtu)),
+            in_g: false,
+            in_e: false,
+            stale: false,
+            parked: false,
+            g_w: 0,
+        });
+        self.names.push(spec.name.clone());
+        self.g_ents.push(Ent::default());
+        self.e_ents.push(Ent::default());
+        self.stats.push(ClassStats::default());
+        self.timers.grow();
+        self.specs.push(spec.clone());
+        let pi = self.nodes[p as usize].slot as usize;
+        let mtu = self.mtu;
+        self.inner[pi].band(usize::from(spec.prio)).add_child(
+            &mut self.e_ents,
+            c,
+            spec.weight,
+            mtu,
+        );
+        self.join_g(p, c);
+        Ok(c as usize - 1)
+    }
+
+    /// Class `c` (not in `p`'s guarantee schedule's children) joins it with the weight of
+    /// its configured rate, if it has one. If that rate is beyond the schedule's scale, the
+    /// scale grows (four times the largest rate) and every rated sibling is weighed again:
+    /// O(children), rare (each growth at least quadruples the range).
+    fn join_g(&mut self, p: u32, c: u32) {
+        let bps = self.specs[c as usize - 1].rate_bps;
+        if bps == 0 {
+            return;
+        }
+        let pi = self.nodes[p as usize].slot as usize;
+        if !self.inner[pi].g_fits(bps) {
+            self.rescale_g(p, bps);
+        }
+        let w = self.inner[pi].g_weight(bps);
+        let mtu = self.mtu;
+        self.inner[pi]
+            .guarantee()
+            .add_child(&mut self.g_ents, c, w, mtu);
+        self.nodes[c as usize].g_w = w;
+    }
+
+    /// `p`'s guarantee schedule takes rates up to `4 max(bps, its children's rates)`:
+    /// every rated child leaves it and joins again at the new scale (a scheduled one is
+    /// taken out and put back, keeping its place as [`Disc::remove`] does).
+    fn rescale_g(&mut self, p: u32, bps: u64) {
+        let children: Vec<u32> = (1..self.nodes.len() as u32)
+            .filter(|&c| self.nodes[c as usize].parent == p && self.nodes[c as usize].g_w > 0)
+            .collect();
+        let max = children
+            .iter()
+            .map(|&c| self.specs[c as usize - 1].rate_bps)
+            .fold(bps, u64::max)
+            .saturating_mul(4);
+        let pi = self.nodes[p as usize].slot as usize;
+        self.inner[pi].g_shift = (64 - max.leading_zeros()).saturating_sub(RATE_WEIGHT_BITS);
+        let mtu = self.mtu;
+        for c in children {
+            let node = &mut self.nodes[c as usize];
+            let was_in = node.in_g;
+            let inner = &mut self.inner[pi];
+            if was_in {
+                inner.g.remove(&mut self.g_ents, c);
+            }
+            inner.g.remove_child(node.g_w);
+            let w = inner.g_weight(self.specs[c as usize - 1].rate_bps);
+            inner.g.add_child(&mut self.g_ents, c, w, mtu);
+            node.g_w = w;
+            if was_in {
+                inner.g.activate(&mut self.g_ents, c, mtu);
+            }
+        }
     }
 
     /// When the next timer falls due (ns): the earliest time a dequeue may find a

@@ -299,6 +299,19 @@ pub enum SpecError {
     NotALeaf { class: String },
     #[error("class index {index} out of range ({classes} classes)")]
     NoClass { index: usize, classes: usize },
+    #[error("class {class}: its {field} cannot change while the tree runs")]
+    Change { class: String, field: &'static str },
+    #[error("class {class} cannot go under {parent}, a leaf")]
+    NotInner { class: String, parent: String },
+    #[error(
+        "class {class}: the leaves of this tree share one flow table of '{shared}', so a new \
+         leaf runs '{shared}' with the same parameters, not '{algorithm}'"
+    )]
+    SharedLeaf {
+        class: String,
+        algorithm: String,
+        shared: &'static str,
+    },
 }
 
 #[cfg(test)]
