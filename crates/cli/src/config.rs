@@ -71,6 +71,10 @@ pub fn check(a: &CheckArgs) -> Result<()> {
             Syntax::Toml => cfg.to_toml(),
         };
         crate::emit(model.trim_end())?;
+        let trees = pspat_config::outline::trees(&cfg);
+        if !trees.is_empty() {
+            crate::emit(trees.trim_end())?;
+        }
     }
     // A comment in both syntaxes, so that the whole output can be read back.
     crate::emit(&format!("# {origin}: ok: {}", cfg.summary()))

@@ -162,3 +162,32 @@ fn a_bad_file_fails_with_line_column_and_token() {
     assert_eq!(code, 1);
     assert!(err.contains("nope.ipfw"), "{err}");
 }
+
+#[test]
+fn a_tree_is_printed_as_an_outline_with_its_resolved_values() {
+    let f = examples()
+        .into_iter()
+        .find(|f| f.ends_with("isp-tree.ipfw"))
+        .unwrap();
+    let (code, out, err) = check(&[f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("# tree of sched 1 (wf2q+) on link 1, 1Gbit/s: 1004 classes\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "#  sched 2 wf2q+: rate 200Mbit/s (burst 25000 B), ceil 400Mbit/s (cburst 125000 B), \
+             weight 1, prio 0; orders 250 classes\n"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("; flowsets ").count(),
+        1000,
+        "one line per subscriber"
+    );
+    // the outline is comments: the whole output reads back as the same configuration
+    let back = pspat_config::parse_str(&out, pspat_config::Format::Ipfw, "out").unwrap();
+    assert_eq!(back, pspat_config::parse_file(&f).unwrap());
+}

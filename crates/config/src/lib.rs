@@ -48,6 +48,7 @@ pub mod classify;
 pub mod error;
 pub mod ipfw;
 pub mod model;
+pub mod outline;
 pub mod resolve;
 pub mod toml;
 
