@@ -201,6 +201,17 @@ fn check_against_fluid(spec: &TreeSpec, link: u64, offers: &[Offer], len: u32, s
 
 const M: u64 = 1_000_000;
 
+/// A xorshift generator from `seed`: `rnd(n)` is in `0..n`.
+fn rng(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut x = seed | 1;
+    move |n| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    }
+}
+
 #[test]
 fn two_sites_with_guarantees_ceils_and_bands() {
     // 100 Mbit/s: site A (30 guaranteed, ceil 60) with a 10 Mbit/s leaf, a weight-2 leaf
@@ -306,13 +317,7 @@ fn ceils_hold_over_every_interval() {
 /// A random tree of up to 3 levels and 12 classes on a 100 Mbit/s link: rates, ceils,
 /// weights, bands, greedy and paced leaves, drr and wf2q+ nodes, from `seed`.
 fn random_tree(seed: u64, algs: &[&str]) -> (TreeSpec, Vec<Offer>) {
-    let mut x = seed | 1;
-    let mut rnd = move |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut rnd = rng(seed);
     let pick = |r: u64| algs[r as usize % algs.len()];
     let mut s = TreeSpec::new(pick(rnd(2)));
     let mut level = vec![0usize; 0];
@@ -445,13 +450,7 @@ proptest! {
     #[test]
     fn weight_only_trees_meet_the_summed_wfi(seed in any::<u64>(), qfq in any::<bool>()) {
         let (alg, index) = if qfq { ("qfq", 10.0) } else { ("wf2q+", 5.0) };
-        let mut x = seed | 1;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = rng(seed);
         let mut spec = TreeSpec::new(alg);
         let mut level = Vec::new();
         let n = 2 + rnd(9) as usize;
@@ -520,13 +519,7 @@ const SEEDS: u64 = 60;
 fn changes_under_load_lose_nothing() {
     let mut total_changes = 0;
     for seed in 1..=SEEDS {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let (mut spec, mut offers) = random_tree(rnd(u64::MAX), &["wf2q+", "qfq"]);
         let mut t = TreeSched::<Desc>::new(&spec).unwrap();
         let mut inner = spec.has_children();

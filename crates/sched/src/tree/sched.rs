@@ -139,6 +139,26 @@ struct Node {
 }
 
 impl Node {
+    /// Class `c` under node `parent`, at `slot` of the leaves or inner nodes, idle.
+    fn new(c: &ClassSpec, parent: u32, slot: u32, is_leaf: bool, mtu: u32) -> Self {
+        Self {
+            parent,
+            slot,
+            is_leaf,
+            band: c.prio,
+            has_rate: c.rate_bps > 0,
+            rate: bucket(c.rate_bps, c.burst, mtu),
+            ceil: c
+                .ceil_bps
+                .map_or(Gcra::UNLIMITED, |b| bucket(b, c.cburst, mtu)),
+            in_g: false,
+            in_e: false,
+            stale: false,
+            parked: false,
+            g_w: 0,
+        }
+    }
+
     fn is_live(&self) -> bool {
         self.in_g || (self.in_e && !self.stale)
     }
@@ -239,33 +259,6 @@ fn disc(kind: InnerKind) -> Disc {
     }
 }
 
-/// The checks of [`TreeSpec::validate`] on one class's own values.
-fn check_class_values(c: &ClassSpec) -> Result<(), SpecError> {
-    let class = || c.name.clone();
-    if c.weight == 0 || c.weight > crate::flow::MAX_WEIGHT {
-        return Err(SpecError::Weight {
-            class: class(),
-            weight: c.weight,
-        });
-    }
-    if usize::from(c.prio) >= BANDS {
-        return Err(SpecError::Prio {
-            class: class(),
-            prio: c.prio,
-        });
-    }
-    if let Some(ceil) = c.ceil_bps {
-        if ceil == 0 || ceil < c.rate_bps {
-            return Err(SpecError::Ceil {
-                class: class(),
-                ceil,
-                rate: c.rate_bps,
-            });
-        }
-    }
-    Ok(())
-}
-
 fn bucket(bps: u64, burst: Option<u64>, mtu: u32) -> Gcra {
     if bps == 0 {
         Gcra::UNLIMITED
@@ -353,22 +346,13 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
                 n_leaves - 1
             };
             names.push(c.name.clone());
-            nodes.push(Node {
-                parent: c.parent.map_or(ROOT, |p| (p + 1) as u32),
-                slot: slot as u32,
-                is_leaf: !has_children[i],
-                band: c.prio,
-                has_rate: c.rate_bps > 0,
-                rate: bucket(c.rate_bps, c.burst, spec.mtu),
-                ceil: c
-                    .ceil_bps
-                    .map_or(Gcra::UNLIMITED, |b| bucket(b, c.cburst, spec.mtu)),
-                in_g: false,
-                in_e: false,
-                stale: false,
-                parked: false,
-                g_w: 0,
-            });
+            nodes.push(Node::new(
+                c,
+                c.parent.map_or(ROOT, |p| (p + 1) as u32),
+                slot as u32,
+                !has_children[i],
+                spec.mtu,
+            ));
         }
         // Each parent's guarantee schedule weighs its children by rate, scaled so that the
         // largest sibling's fits RATE_WEIGHT_BITS.
@@ -739,7 +723,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
                 field: "algorithm",
             });
         }
-        check_class_values(new)?;
+        new.check_values()?;
         let p = self.nodes[c as usize].parent;
         let pi = self.nodes[p as usize].slot as usize;
         let was_live = self.nodes[c as usize].is_live();
@@ -800,7 +784,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
     /// whose leaves share one flow table, a new leaf runs the same policy.
     pub fn add_class(&mut self, spec: &ClassSpec, inner: bool) -> Result<usize, SpecError> {
         let name = || spec.name.clone();
-        check_class_values(spec)?;
+        spec.check_values()?;
         let p = match spec.parent {
             None => ROOT,
             Some(i) => self.node_of(i)?,
@@ -834,22 +818,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             self.leaves.add_leaf(spec)?
         };
         let c = self.nodes.len() as u32;
-        self.nodes.push(Node {
-            parent: p,
-            slot,
-            is_leaf: !inner,
-            band: spec.prio,
-            has_rate: spec.rate_bps > 0,
-            rate: bucket(spec.rate_bps, spec.burst, self.mtu),
-            ceil: spec
-                .ceil_bps
-                .map_or(Gcra::UNLIMITED, |b| bucket(b, spec.cburst, self.mtu)),
-            in_g: false,
-            in_e: false,
-            stale: false,
-            parked: false,
-            g_w: 0,
-        });
+        self.nodes.push(Node::new(spec, p, slot, !inner, self.mtu));
         self.names.push(spec.name.clone());
         self.g_ents.push(Ent::default());
         self.e_ents.push(Ent::default());

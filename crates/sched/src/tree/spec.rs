@@ -131,6 +131,33 @@ impl ClassSpec {
         Self { prio, ..self }
     }
 
+    /// Checks its own values (weight, band, ceil against rate), naming the class.
+    pub fn check_values(&self) -> Result<(), SpecError> {
+        let class = || self.name.clone();
+        if self.weight == 0 || self.weight > MAX_WEIGHT {
+            return Err(SpecError::Weight {
+                class: class(),
+                weight: self.weight,
+            });
+        }
+        if usize::from(self.prio) >= BANDS {
+            return Err(SpecError::Prio {
+                class: class(),
+                prio: self.prio,
+            });
+        }
+        if let Some(ceil) = self.ceil_bps {
+            if ceil == 0 || ceil < self.rate_bps {
+                return Err(SpecError::Ceil {
+                    class: class(),
+                    ceil,
+                    rate: self.rate_bps,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The burst of a rate of `bps` given `burst` (or not), packets of up to `mtu` bytes.
     pub fn burst_bytes(bps: u64, burst: Option<u64>, mtu: u32) -> u64 {
         burst.unwrap_or_else(|| {
@@ -228,27 +255,7 @@ impl TreeSpec {
                     depth,
                 });
             }
-            if c.weight == 0 || c.weight > MAX_WEIGHT {
-                return Err(SpecError::Weight {
-                    class: class(),
-                    weight: c.weight,
-                });
-            }
-            if usize::from(c.prio) >= BANDS {
-                return Err(SpecError::Prio {
-                    class: class(),
-                    prio: c.prio,
-                });
-            }
-            if let Some(ceil) = c.ceil_bps {
-                if ceil == 0 || ceil < c.rate_bps {
-                    return Err(SpecError::Ceil {
-                        class: class(),
-                        ceil,
-                        rate: c.rate_bps,
-                    });
-                }
-            }
+            c.check_values()?;
             if has_children[i] {
                 inner_kind(&c.algorithm).map_err(|e| SpecError::Class {
                     class: class(),
