@@ -20,7 +20,7 @@ const KEPT_CHARS: usize = 32;
 
 /// Longest message kept whole, in characters; past it (other crates' messages quoting text
 /// with spaces in it), its start and end are kept around `...`.
-const MESSAGE_CHARS: usize = 240;
+const MESSAGE_CHARS: usize = 200;
 
 /// Why a configuration was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
