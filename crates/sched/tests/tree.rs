@@ -518,6 +518,7 @@ const SEEDS: u64 = 60;
 #[test]
 fn changes_under_load_lose_nothing() {
     let mut total_changes = 0;
+    let mut total_removed = 0;
     for seed in 1..=SEEDS {
         let mut rnd = rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let (mut spec, mut offers) = random_tree(rnd(u64::MAX), &["wf2q+", "qfq"]);
@@ -536,7 +537,8 @@ fn changes_under_load_lose_nothing() {
         let len = 1000u32;
         let mut queued = vec![0u32; spec.classes.len()];
         let mut next = vec![0.0f64; spec.classes.len()];
-        let (mut accepted, mut refused, mut sent) = (0u64, 0u64, 0u64);
+        let (mut accepted, mut refused, mut sent, mut handed_back) = (0u64, 0u64, 0u64, 0u64);
+        let mut removed = 0;
         let mut now = 0u64;
         let mut rates_from = 0;
         let mut bytes = vec![0.0; spec.classes.len()];
@@ -575,7 +577,10 @@ fn changes_under_load_lose_nothing() {
             }
             // changes
             if now < changes_end && step % 20 == 0 {
-                let c = rnd(spec.classes.len() as u64) as usize;
+                let alive: Vec<usize> = (0..spec.classes.len())
+                    .filter(|&c| offers[c] != Some(0.0))
+                    .collect();
+                let c = alive[rnd(alive.len() as u64) as usize];
                 let mut new = spec.classes[c].clone();
                 new.weight = 1 + rnd(5) as u32;
                 new.prio = rnd(3) as u8;
@@ -604,6 +609,24 @@ fn changes_under_load_lose_nothing() {
                         t.add_flow(i, FlowParams::weighted(1).with_limit_pkts(64))
                             .unwrap(),
                     ));
+                }
+                if step % 3000 == 0 {
+                    // an added leaf goes: its flow (packets handed back), then the class
+                    if let Some(c) = (0..spec.classes.len())
+                        .find(|&c| spec.classes[c].name.starts_with('n') && flows[c].is_some())
+                    {
+                        let f = flows[c].take().unwrap();
+                        let back = t.remove_flow(f).unwrap();
+                        handed_back += back.len() as u64;
+                        queued[c] = 0;
+                        t.remove_class(c).unwrap();
+                        assert!(
+                            t.add_flow(c, FlowParams::weighted(1)).is_err(),
+                            "a removed class takes no flow"
+                        );
+                        offers[c] = Some(0.0);
+                        removed += 1;
+                    }
                 }
                 t.check_invariants().unwrap();
             }
@@ -643,12 +666,28 @@ fn changes_under_load_lose_nothing() {
                 Dequeued::Idle => break,
             }
         }
-        assert_eq!(sent, accepted, "seed {seed}: {refused} refused");
-        let drops: u64 = (0..spec.classes.len())
-            .filter_map(|c| t.leaf_stats(c))
-            .map(|s| s.drops.total())
-            .sum();
-        assert_eq!(drops, refused, "every refusal is counted by its leaf");
+        assert_eq!(
+            sent + handed_back,
+            accepted,
+            "seed {seed}: {refused} refused"
+        );
+        total_removed += removed;
+        let drops = |reason| -> u64 {
+            (0..spec.classes.len())
+                .filter_map(|c| t.leaf_stats(c))
+                .map(|s| s.drops.get(reason))
+                .sum()
+        };
+        assert_eq!(
+            drops(pspat_sched::DropReason::FlowPacketLimit),
+            refused,
+            "every refusal is counted by its leaf"
+        );
+        assert_eq!(
+            drops(pspat_sched::DropReason::FlowRemoved),
+            handed_back,
+            "packets of removed flows are counted so"
+        );
         // after the changes, the fluid allocation of the tree as it is
         let want = allocate_tree(link as f64, &fluid(&spec, &offers)).unwrap();
         let secs = (end - rates_from) as f64 / 1e9;
@@ -661,4 +700,5 @@ fn changes_under_load_lose_nothing() {
         }
     }
     assert!(total_changes > 1000 * SEEDS, "{total_changes} changes");
+    assert!(total_removed > SEEDS, "{total_removed} classes removed");
 }

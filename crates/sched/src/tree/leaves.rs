@@ -20,7 +20,7 @@ use crate::packet::Packet;
 use crate::policy::{Flows, Policy};
 use crate::registry::{self, Params, PolicyVisitor};
 use crate::scheduler::Scheduler;
-use crate::stats::{Backlog, DropReason, SchedStats};
+use crate::stats::{Backlog, DropReason, FlowStats, SchedStats};
 use crate::table::FlowTable;
 use crate::tree::spec::{ClassSpec, SpecError};
 
@@ -30,6 +30,16 @@ pub trait Leaves<P> {
     fn add_leaf(&mut self, spec: &ClassSpec) -> Result<u32, SpecError>;
     /// Creates a flow in leaf `leaf`.
     fn add_flow(&mut self, leaf: u32, params: FlowParams) -> Result<FlowId, FlowError>;
+    /// Changes a flow's parameters (as [`Scheduler::update_flow`]).
+    fn update_flow(&mut self, leaf: u32, flow: FlowId, params: FlowParams)
+        -> Result<(), FlowError>;
+    /// Removes a flow, handing back its queued packets, oldest first, counted as drops
+    /// with reason [`DropReason::FlowRemoved`] (as [`Scheduler::remove_flow`]).
+    fn remove_flow(&mut self, leaf: u32, flow: FlowId) -> Result<Vec<P>, FlowError>;
+    /// Counters of a flow.
+    fn flow_stats(&self, leaf: u32, flow: FlowId) -> Option<FlowStats>;
+    /// Removes every flow of `leaf`, which is empty (its class was removed).
+    fn remove_leaf(&mut self, leaf: u32);
     /// Queues `pkt` on `flow` of `leaf`; `Ok(true)` if the leaf was empty.
     fn enqueue(&mut self, leaf: u32, flow: FlowId, pkt: P) -> Result<bool, Rejected<P>>;
     /// The next packet of `leaf`, which is not empty.
@@ -68,6 +78,31 @@ impl<P: Packet + Send + 'static> Leaves<P> for DynLeaves<P> {
 
     fn add_flow(&mut self, leaf: u32, params: FlowParams) -> Result<FlowId, FlowError> {
         self.scheds[leaf as usize].add_flow(params)
+    }
+
+    fn update_flow(
+        &mut self,
+        leaf: u32,
+        flow: FlowId,
+        params: FlowParams,
+    ) -> Result<(), FlowError> {
+        self.scheds[leaf as usize].update_flow(flow, params)
+    }
+
+    fn remove_flow(&mut self, leaf: u32, flow: FlowId) -> Result<Vec<P>, FlowError> {
+        self.scheds[leaf as usize].remove_flow(flow)
+    }
+
+    fn flow_stats(&self, leaf: u32, flow: FlowId) -> Option<FlowStats> {
+        self.scheds[leaf as usize].flow_stats(flow)
+    }
+
+    fn remove_leaf(&mut self, leaf: u32) {
+        let s = &mut self.scheds[leaf as usize];
+        for f in s.flows() {
+            let left = s.remove_flow(f).unwrap_or_default();
+            debug_assert!(left.is_empty(), "a removed leaf is empty");
+        }
     }
 
     #[inline]
@@ -119,6 +154,15 @@ pub struct SharedLeaves<P, A: Policy> {
 }
 
 impl<P: Packet, A: Policy> SharedLeaves<P, A> {
+    /// The table index of `flow`, a flow of `leaf`.
+    fn flow_of(&self, leaf: u32, flow: FlowId) -> Result<u32, FlowError> {
+        let f = self.flows.lookup(flow)?;
+        if self.leaf_of.get(f as usize) != Some(&leaf) {
+            return Err(FlowError::UnknownFlow(flow));
+        }
+        Ok(f)
+    }
+
     /// Leaves running `algs[i]`, holding at most `limits[i]` packets each, over a table of
     /// `capacity` packets.
     pub fn new(
@@ -178,6 +222,46 @@ impl<P: Packet, A: Policy> Leaves<P> for SharedLeaves<P, A> {
         }
         self.leaf_of[f as usize] = leaf;
         Ok(self.flows.id(f))
+    }
+
+    fn update_flow(
+        &mut self,
+        leaf: u32,
+        flow: FlowId,
+        params: FlowParams,
+    ) -> Result<(), FlowError> {
+        let f = self.flow_of(leaf, flow)?;
+        params.validate()?;
+        let alg = &mut self.algs[leaf as usize];
+        alg.check_flow(&params)?;
+        let old = self.flows.params(f);
+        self.flows.set_params(f, params);
+        alg.flow_updated(&mut self.flows, f, old);
+        Ok(())
+    }
+
+    fn remove_flow(&mut self, leaf: u32, flow: FlowId) -> Result<Vec<P>, FlowError> {
+        let f = self.flow_of(leaf, flow)?;
+        self.algs[leaf as usize].flow_removing(&mut self.flows, f);
+        let pkts = self.flows.remove(f);
+        self.queued[leaf as usize] -= pkts.len() as u32;
+        self.leaf_of[f as usize] = u32::MAX;
+        Ok(pkts)
+    }
+
+    fn remove_leaf(&mut self, leaf: u32) {
+        for f in 0..self.leaf_of.len() as u32 {
+            if self.leaf_of[f as usize] == leaf {
+                let id = self.flows.id(f);
+                let left = self.remove_flow(leaf, id).unwrap_or_default();
+                debug_assert!(left.is_empty(), "a removed leaf is empty");
+            }
+        }
+    }
+
+    fn flow_stats(&self, leaf: u32, flow: FlowId) -> Option<FlowStats> {
+        let f = self.flows.lookup(flow).ok()?;
+        (self.leaf_of[f as usize] == leaf).then(|| self.flows.stats_of(flow))?
     }
 
     #[inline(always)]

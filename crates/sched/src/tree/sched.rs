@@ -46,7 +46,7 @@ use crate::error::{FlowError, Rejected};
 use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry;
-use crate::stats::{Backlog, SchedStats};
+use crate::stats::{Backlog, FlowStats, SchedStats};
 
 use super::discipline::{Disc, Drr, Ent, Qfq, Wf2q};
 use super::gcra::Gcra;
@@ -136,6 +136,8 @@ struct Node {
     parked: bool,
     /// Its weight in its parent's guarantee schedule (0: no rate).
     g_w: u32,
+    /// Removed ([`TreeSched::remove_class`]); its index is not reused.
+    dead: bool,
 }
 
 impl Node {
@@ -156,6 +158,7 @@ impl Node {
             stale: false,
             parked: false,
             g_w: 0,
+            dead: false,
         }
     }
 
@@ -332,6 +335,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             stale: false,
             parked: false,
             g_w: 0,
+            dead: false,
         });
         for (i, c) in spec.classes.iter().enumerate() {
             let slot = if has_children[i] {
@@ -397,7 +401,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
     }
 
     fn node_of(&self, class: usize) -> Result<u32, SpecError> {
-        if class + 1 >= self.nodes.len() {
+        if class + 1 >= self.nodes.len() || self.nodes[class + 1].dead {
             return Err(SpecError::NoClass {
                 index: class,
                 classes: self.nodes.len() - 1,
@@ -422,6 +426,36 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
         }
         let flow = self.leaves.add_flow(n.slot, params)?;
         Ok(TreeFlow { node, flow })
+    }
+
+    /// Changes a flow's parameters (its weight in its leaf, its limits); its packets stay.
+    pub fn update_flow(&mut self, flow: TreeFlow, params: FlowParams) -> Result<(), FlowError> {
+        let leaf = self.nodes[flow.node as usize].slot;
+        self.leaves.update_flow(leaf, flow.flow, params)
+    }
+
+    /// Removes a flow, handing back its queued packets, oldest first, counted
+    /// by its leaf as drops with reason `flow_removed`. A leaf left empty leaves its
+    /// parent's schedules.
+    pub fn remove_flow(&mut self, flow: TreeFlow) -> Result<Vec<P>, FlowError> {
+        let c = flow.node;
+        let leaf = self.nodes[c as usize].slot;
+        let was_backlogged = !self.leaves.is_empty(leaf);
+        let pkts = self.leaves.remove_flow(leaf, flow.flow)?;
+        if was_backlogged && self.leaves.is_empty(leaf) {
+            let was_live = self.nodes[c as usize].is_live();
+            self.unschedule(c);
+            if was_live {
+                self.lost_live(self.nodes[c as usize].parent);
+            }
+        }
+        Ok(pkts)
+    }
+
+    /// Counters of a flow.
+    pub fn flow_stats(&self, flow: TreeFlow) -> Option<FlowStats> {
+        let n = self.nodes.get(flow.node as usize)?;
+        self.leaves.flow_stats(n.slot, flow.flow)
     }
 
     /// Queues `pkt` on `flow` at `now` (ns), or hands it back with the reason it was
@@ -863,7 +897,10 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
     /// taken out and put back, keeping its place as [`Disc::remove`] does).
     fn rescale_g(&mut self, p: u32, bps: u64) {
         let children: Vec<u32> = (1..self.nodes.len() as u32)
-            .filter(|&c| self.nodes[c as usize].parent == p && self.nodes[c as usize].g_w > 0)
+            .filter(|&c| {
+                let n = &self.nodes[c as usize];
+                n.parent == p && n.g_w > 0 && !n.dead
+            })
             .collect();
         let max = children
             .iter()
@@ -888,6 +925,44 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
                 inner.g.activate(&mut self.g_ents, c, mtu);
             }
         }
+    }
+
+    /// Removes class `class`, which has no classes under it and no packets queued (else
+    /// `SpecError::Busy`: remove it once it drained, as a tc user deletes an idle class).
+    /// Its flows go with it; their handles and its index are not valid any more.
+    pub fn remove_class(&mut self, class: usize) -> Result<(), SpecError> {
+        let c = self.node_of(class)?;
+        let name = || self.names[c as usize].clone();
+        let children = (1..self.nodes.len())
+            .filter(|&i| self.nodes[i].parent == c && !self.nodes[i].dead)
+            .count();
+        let queued = if self.nodes[c as usize].is_leaf {
+            self.leaves.stats(self.nodes[c as usize].slot).backlog.pkts
+        } else {
+            0
+        };
+        if children > 0 || queued > 0 {
+            return Err(SpecError::Busy {
+                class: name(),
+                children,
+                packets: queued,
+            });
+        }
+        self.unschedule(c);
+        let node = &self.nodes[c as usize];
+        let (p, band, g_w, slot, is_leaf) =
+            (node.parent, node.band, node.g_w, node.slot, node.is_leaf);
+        let pi = self.nodes[p as usize].slot as usize;
+        self.inner[pi].e[usize::from(band)].remove_child(self.specs[class].weight);
+        if g_w > 0 {
+            self.inner[pi].g.remove_child(g_w);
+        }
+        if is_leaf {
+            self.leaves.remove_leaf(slot);
+        }
+        self.nodes[c as usize].dead = true;
+        self.nodes[c as usize].g_w = 0;
+        Ok(())
     }
 
     /// When the next timer falls due (ns): the earliest time a dequeue may find a
@@ -917,6 +992,9 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
         let mut live = vec![0u32; self.inner.len()];
         for c in 1..self.nodes.len() as u32 {
             let node = &self.nodes[c as usize];
+            if node.dead {
+                continue;
+            }
             let name = &self.names[c as usize];
             let backlogged = self.backlogged(c);
             if node.parked && (!backlogged || self.timers.get(c).is_none()) {

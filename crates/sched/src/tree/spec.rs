@@ -306,6 +306,12 @@ pub enum SpecError {
     NotALeaf { class: String },
     #[error("class index {index} out of range ({classes} classes)")]
     NoClass { index: usize, classes: usize },
+    #[error("class {class} has {children} classes under it and {packets} packets queued: a class is removed empty")]
+    Busy {
+        class: String,
+        children: usize,
+        packets: u64,
+    },
     #[error("class {class}: its {field} cannot change while the tree runs")]
     Change { class: String, field: &'static str },
     #[error("class {class} cannot go under {parent}, a leaf")]
