@@ -702,3 +702,42 @@ fn changes_under_load_lose_nothing() {
     assert!(total_changes > 1000 * SEEDS, "{total_changes} changes");
     assert!(total_removed > SEEDS, "{total_removed} classes removed");
 }
+
+/// A class's counters: what went through it, and the drops and backlog of the leaves below.
+#[test]
+fn class_counters_add_up_over_the_subtree() {
+    let mut s = TreeSpec::new("wf2q+");
+    let site = s.add(ClassSpec::new("site", None, "drr").ceil(10 * M));
+    let a = s.add(ClassSpec::new("a", Some(site), "fifo").rate(2 * M));
+    let b = s.add(ClassSpec::new("b", Some(site), "fifo"));
+    let mut t = TreeSched::<Desc>::new(&s).unwrap();
+    let fa = t
+        .add_flow(a, FlowParams::weighted(1).with_limit_pkts(4))
+        .unwrap();
+    let fb = t
+        .add_flow(b, FlowParams::weighted(1).with_limit_pkts(4))
+        .unwrap();
+    for i in 0..6 {
+        let _ = t.enqueue(0, fa, Desc::new(i, 1000));
+        let _ = t.enqueue(0, fb, Desc::new(i, 500));
+    }
+    // 4 + 4 queued, 2 + 2 refused
+    for _ in 0..3 {
+        assert!(matches!(t.dequeue(0), Dequeued::Packet { .. }));
+    }
+    let (sa, sb, ss) = (
+        t.class_stats(a).unwrap(),
+        t.class_stats(b).unwrap(),
+        t.class_stats(site).unwrap(),
+    );
+    assert_eq!(ss.sent_pkts, 3);
+    assert_eq!(sa.sent_pkts + sb.sent_pkts, 3);
+    assert_eq!(ss.sent_bytes, sa.sent_bytes + sb.sent_bytes);
+    assert_eq!(ss.drops.total(), 4);
+    assert_eq!(ss.backlog.pkts, 5);
+    assert_eq!(ss.backlog.bytes, sa.backlog.bytes + sb.backlog.bytes);
+    // a's rate burst (two packets' worth, 3000 B) is served first, from its guarantee
+    assert_eq!((sa.lent_bytes, sb.sent_pkts), (3000, 0));
+    assert!(!t.is_empty());
+    assert_eq!(t.stats().backlog.pkts, 5);
+}

@@ -50,6 +50,8 @@ pub trait Leaves<P> {
     fn stats(&self, leaf: u32) -> SchedStats;
     /// Packets and bytes queued in all leaves.
     fn backlog(&self) -> Backlog;
+    /// Counters of all leaves together.
+    fn total_stats(&self) -> SchedStats;
 }
 
 /// One boxed scheduler per leaf.
@@ -127,6 +129,22 @@ impl<P: Packet + Send + 'static> Leaves<P> for DynLeaves<P> {
 
     fn stats(&self, leaf: u32) -> SchedStats {
         self.scheds[leaf as usize].stats()
+    }
+
+    fn total_stats(&self) -> SchedStats {
+        let mut t = SchedStats::default();
+        for s in &self.scheds {
+            let x = s.stats();
+            t.flows += x.flows;
+            t.sent_pkts += x.sent_pkts;
+            t.sent_bytes += x.sent_bytes;
+            for (r, n) in x.drops.nonzero() {
+                t.drops.add(r, n);
+            }
+            t.backlog.pkts += x.backlog.pkts;
+            t.backlog.bytes += x.backlog.bytes;
+        }
+        t
     }
 
     fn backlog(&self) -> Backlog {
@@ -337,6 +355,10 @@ impl<P: Packet, A: Policy> Leaves<P> for SharedLeaves<P, A> {
 
     fn backlog(&self) -> Backlog {
         self.flows.backlog()
+    }
+
+    fn total_stats(&self) -> SchedStats {
+        self.flows.sched_stats(Vec::new())
     }
 }
 

@@ -46,7 +46,7 @@ use crate::error::{FlowError, Rejected};
 use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry;
-use crate::stats::{Backlog, FlowStats, SchedStats};
+use crate::stats::{Backlog, DropCounts, FlowStats, SchedStats};
 
 use super::discipline::{Disc, Drr, Ent, Qfq, Wf2q};
 use super::gcra::Gcra;
@@ -114,6 +114,11 @@ pub struct ClassStats {
     pub borrowed_bytes: u64,
     /// Times it went over its ceil with packets to send.
     pub overlimits: u64,
+    /// Drops by reason in the leaves of its subtree (in [`TreeSched::class_stats`]).
+    pub drops: DropCounts,
+    /// Packets and bytes queued in the leaves of its subtree (in
+    /// [`TreeSched::class_stats`]).
+    pub backlog: Backlog,
 }
 
 #[derive(Clone, Debug)]
@@ -250,6 +255,8 @@ pub struct TreeSched<P, L = DynLeaves<P>> {
     stats: Vec<ClassStats>,
     /// Each class as configured (node `i + 1` is `specs[i]`): what changes start from.
     specs: Vec<ClassSpec>,
+    /// Packets queued in all leaves.
+    queued: u64,
     mtu: u32,
     _packets: std::marker::PhantomData<fn(P) -> P>,
 }
@@ -395,6 +402,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             inner,
             leaves,
             specs: spec.classes.clone(),
+            queued: 0,
             mtu: spec.mtu,
             _packets: std::marker::PhantomData,
         })
@@ -442,6 +450,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
         let leaf = self.nodes[c as usize].slot;
         let was_backlogged = !self.leaves.is_empty(leaf);
         let pkts = self.leaves.remove_flow(leaf, flow.flow)?;
+        self.queued -= pkts.len() as u64;
         if was_backlogged && self.leaves.is_empty(leaf) {
             let was_live = self.nodes[c as usize].is_live();
             self.unschedule(c);
@@ -462,7 +471,9 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
     /// dropped (counted by the leaf's scheduler).
     pub fn enqueue(&mut self, now: u64, flow: TreeFlow, pkt: P) -> Result<(), Rejected<P>> {
         let leaf = self.nodes[flow.node as usize].slot;
-        if self.leaves.enqueue(leaf, flow.flow, pkt)? {
+        let was_empty = self.leaves.enqueue(leaf, flow.flow, pkt)?;
+        self.queued += 1;
+        if was_empty {
             self.attach(flow.node, now, false);
         }
         Ok(())
@@ -490,6 +501,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             n = c;
         }
         let (flow, pkt) = self.leaves.dequeue(self.nodes[n as usize].slot);
+        self.queued -= 1;
         let len = pkt.wire_len();
         // Up: charge every class of the path and move it where its new state says.
         for &(c, from_g) in path[..depth].iter().rev() {
@@ -971,9 +983,40 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
         self.timers.peek().map(|(t, _)| t)
     }
 
-    /// Counters of class `class`.
+    /// Counters of class `class` (`tc -s class show`), with the drops and backlog of the
+    /// leaves below it: O(classes) for an inner class (control path).
     pub fn class_stats(&self, class: usize) -> Option<ClassStats> {
-        self.stats.get(class + 1).copied()
+        let c = class + 1;
+        let mut st = *self.stats.get(c)?;
+        for (i, n) in self.nodes.iter().enumerate().skip(1) {
+            if !n.is_leaf || n.dead {
+                continue;
+            }
+            let mut up = i as u32;
+            while up != ROOT && up as usize != c {
+                up = self.nodes[up as usize].parent;
+            }
+            if up as usize != c {
+                continue;
+            }
+            let l = self.leaves.stats(n.slot);
+            for (r, k) in l.drops.nonzero() {
+                st.drops.add(r, k);
+            }
+            st.backlog.pkts += l.backlog.pkts;
+            st.backlog.bytes += l.backlog.bytes;
+        }
+        Some(st)
+    }
+
+    /// Whether no packet is queued anywhere in the tree: O(1).
+    pub fn is_empty(&self) -> bool {
+        self.queued == 0
+    }
+
+    /// Counters of the whole tree: the sums over its leaves (O(leaves)).
+    pub fn stats(&self) -> SchedStats {
+        self.leaves.total_stats()
     }
 
     /// Counters of leaf class `class`'s scheduler (drops by reason, backlog, flows).
@@ -1019,6 +1062,13 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             if node.is_live() {
                 live[self.nodes[node.parent as usize].slot as usize] += 1;
             }
+        }
+        let b = self.leaves.backlog().pkts;
+        if self.queued != b {
+            return Err(format!(
+                "{} packets counted queued, {b} in the leaves",
+                self.queued
+            ));
         }
         for (i, inner) in self.inner.iter().enumerate() {
             if inner.live != live[i] {
