@@ -165,10 +165,23 @@ fn bad_trees_are_refused_naming_the_class() {
 }
 
 #[test]
-fn the_engine_refuses_a_tree_it_cannot_run_yet() {
+fn the_classifier_puts_a_tree_under_its_root_and_flowsets_in_its_leaves() {
     let c = parse_ipfw(IPFW, "t.ipfw").unwrap();
-    let e = pspat_config::classify::Classifier::new(&c)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("sched 10 is a class of sched 1"), "{e}");
+    let k = pspat_config::classify::Classifier::new(&c).unwrap();
+    // one scheduler for the tree (its root, sched 1), none for its classes
+    let trees: Vec<_> = k.scheds().iter().filter(|s| s.tree.is_some()).collect();
+    assert_eq!(trees.len(), 1);
+    let tree = trees[0].tree.as_ref().unwrap();
+    let names: Vec<&str> = tree.classes.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["sched 10", "sched 11", "sched 12"]);
+    assert_eq!(tree.classes[1].parent, Some(0));
+    assert_eq!(tree.classes[1].rate_bps, 10_000_000);
+    assert_eq!(tree.classes[1].cburst, Some(30_000));
+    // queue 1 joins leaf sched 11, queue 2 leaf sched 12, both through sched 1's instances
+    let leaves: Vec<Option<u32>> = k.classes().iter().map(|c| c.leaf).collect();
+    assert_eq!(
+        leaves,
+        [Some(1), Some(2), None],
+        "the pipe's own class has no leaf"
+    );
 }

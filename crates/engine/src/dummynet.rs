@@ -61,14 +61,15 @@ use std::sync::Arc;
 use pspat_config::classify::{Class, ClassOrigin, Classifier, FlowKey, KeyMap, Sched};
 use pspat_config::QueueLimit;
 use pspat_io::Pkt;
-use pspat_sched::registry::{self, Params};
-use pspat_sched::{Backlog, DropReason, FlowId, FlowParams, SchedStats, Scheduler};
+use pspat_sched::registry::Params;
+use pspat_sched::{Backlog, DropReason, FlowParams, SchedStats};
 
 use crate::control::Change;
 use crate::delay::DelayLines;
 use crate::dice::Dice;
 use crate::dnstats::{Counters, Drops, DummynetStats};
 use crate::hops::{Hops, Leaving, CHAINED};
+use crate::instsched::{InstSched, Next, QFlow};
 use crate::keyring::KeyRings;
 use crate::link::Link;
 use crate::red::RedQueue;
@@ -141,7 +142,7 @@ pub(crate) struct SchedState {
 
 /// One scheduler instance: an algorithm, its link and its queues.
 pub(crate) struct Instance {
-    pub(crate) sched: Box<dyn Scheduler<Pkt>>,
+    pub(crate) sched: InstSched,
     link: Link,
     /// Bytes its link charged for what it sent: the frames' lengths, framed.
     pub(crate) wire_bytes: u64,
@@ -150,7 +151,7 @@ pub(crate) struct Instance {
     /// (class code, masked key) -> queue slot.
     pub(crate) queues: KeyMap<(u32, FlowKey)>,
     /// Per queue slot: its flow in `sched`, and its class slot.
-    pub(crate) flows: Vec<Option<(FlowId, usize)>>,
+    pub(crate) flows: Vec<Option<(QFlow, usize)>>,
     /// Per queue slot: when a packet last joined it (ns).
     pub(crate) last_ns: Vec<u64>,
     /// Queues per class slot (for `max_queues`).
@@ -265,6 +266,12 @@ impl Dummynet {
                         o.algorithm, s.algorithm
                     ));
                 }
+                if o.tree != s.tree {
+                    return Err(format!(
+                        "{name}: its classes cannot change while running (yet): restart with \
+                         the new tree"
+                    ));
+                }
                 if o.mask != s.mask || o.max_instances != s.max_instances {
                     return Err(format!(
                         "{name}: the scheduler mask and max-instances cannot change while \
@@ -273,7 +280,7 @@ impl Dummynet {
                 }
             } else {
                 // Built now, so that a bad name or parameter is refused before any change.
-                registry::build::<Pkt>(&s.algorithm, &params_of(s), 1)
+                InstSched::build(&s.algorithm, &params_of(s), s.tree.as_deref(), 1)
                     .map_err(|e| format!("{}: {e}", sched_name(s)))?;
             }
         }
@@ -428,16 +435,19 @@ impl Dummynet {
         if !new {
             return Ok(st.inst_ids[slot as usize]);
         }
-        let sched =
-            match registry::build::<Pkt>(&st.sched.algorithm, &params_of(&st.sched), self.capacity)
-            {
-                Ok(s) => s,
-                Err(_) => {
-                    // Checked when the plan was installed; keep the accounting whole anyway.
-                    st.instances.remove(slot);
-                    return Err(ArbiterDrop::Sched(DropReason::UnknownFlow));
-                }
-            };
+        let sched = match InstSched::build(
+            &st.sched.algorithm,
+            &params_of(&st.sched),
+            st.sched.tree.as_deref(),
+            self.capacity,
+        ) {
+            Ok(s) => s,
+            Err(_) => {
+                // Checked when the plan was installed; keep the accounting whole anyway.
+                st.instances.remove(slot);
+                return Err(ArbiterDrop::Sched(DropReason::UnknownFlow));
+            }
+        };
         let queues: u32 = self
             .classes
             .iter()
@@ -634,7 +644,7 @@ fn queue_of(
         }
     }
     if new {
-        match inst.sched.add_flow(class.params) {
+        match inst.sched.add_flow(class.class.leaf, class.params) {
             Ok(f) => {
                 inst.flows[q] = Some((f, slot));
                 inst.per_class[slot] += 1;
@@ -771,15 +781,17 @@ impl Dummynet {
         inst.last_ns[q] = now;
         // A refusal is counted by the algorithm, against the flow (the queue's counters).
         inst.sched
-            .enqueue(f, p)
+            .enqueue(now, f, p)
             .map_err(|r| ArbiterDrop::Sched(r.reason))?;
-        if inst.link.rate_bps() == 0 {
+        if inst.link.rate_bps() == 0 && !inst.sched.is_tree() {
             // An unlimited link never holds a packet back: it leaves the queue now (as
             // dummynet serves an idle link from its enqueue), so that a burst drained from
             // a mailbox is not dropped at the queue's limit. The algorithm still sees it
             // go, for the queue's counters. Sent on from the scheduler's delay line, due
             // now or `delay` later.
-            let (_, mut p) = inst.sched.dequeue().expect("the packet just queued");
+            let Next::Pkt(mut p) = inst.sched.dequeue(now) else {
+                unreachable!("the packet just queued")
+            };
             inst.wire_bytes += inst.link.wire_len(p.len);
             p.depart_ns = now.max(arrived_ns);
             let line = inst.owner.0;
@@ -855,8 +867,12 @@ impl Service for Dummynet {
             let Some(inst) = self.instances[id as usize].as_mut() else {
                 continue;
             };
-            match inst.sched.dequeue() {
-                Some((_, mut p)) => {
+            match inst.sched.dequeue(now) {
+                Next::Wait(at) => {
+                    // Held by the ceils of its classes: asked again then.
+                    self.heap.push(Reverse((at.max(now + 1), id)));
+                }
+                Next::Pkt(mut p) => {
                     self.last = id;
                     let line = inst.owner.0;
                     let delay = self.scheds[line].sched.delay_ns;
@@ -882,7 +898,7 @@ impl Service for Dummynet {
                         return Some(p);
                     }
                 }
-                None => {
+                Next::Idle => {
                     inst.ready = false;
                     inst.backlogged = false;
                 }

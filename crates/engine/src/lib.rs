@@ -19,6 +19,7 @@
 //! | `service.rs` | the algorithm and link(s) the arbiter schedules onto | 3.4 |
 //! | `link.rs` | the leaky-bucket link | 3.4 |
 //! | `dummynet.rs` | dummynet-style configurations: instances, dynamic queues (stage 2) | |
+//! | `instsched.rs` | an instance's scheduler: one algorithm, or a tree of classes | |
 //! | `delay.rs` | delay lines: dummynet's `delay` after an emulated link | |
 //! | `hops.rs` | chained pipes (`one_pass 0`): a packet crossing several pipes and queues | |
 //! | `red.rs` | RED and GRED early drop of a queue, as dummynet | |
@@ -58,6 +59,7 @@ pub mod dnstats;
 pub mod dummynet;
 pub mod engine;
 mod hops;
+mod instsched;
 pub mod keyring;
 pub mod latency;
 pub mod link;

@@ -795,3 +795,54 @@ fn an_engine_without_a_configuration_has_no_dummynet_statistics() {
     let report = engine.stop(false);
     assert!(report.sched.unwrap().dummynet.is_none());
 }
+
+#[test]
+fn a_tree_of_classes_shares_its_link_by_rate_ceil_and_weight() {
+    // An 8 Mbit/s link (sched 1, qfq) with three classes: sched 2 capped at 2 Mbit/s,
+    // sched 3 guaranteed 3 Mbit/s, sched 4 (weight 2, band 1) with nothing guaranteed.
+    // The fluid allocation: 3 guaranteed to sched 3; the excess of 5 goes first to band 0
+    // (schedulers 2 and 3 by weight 1:1, sched 2 capped at 2), so sched 3 takes 6 and
+    // sched 4, in band 1, nothing.
+    let text = "pipe 1 config bw 8Mbit/s\n\
+                sched 1 config type qfq\n\
+                sched 2 config type drr parent 1 ceil 2Mbit/s\n\
+                sched 3 config type drr parent 1 rate 3Mbit/s\n\
+                sched 4 config type drr parent 1 weight 2 prio 1\n\
+                queue 2 config sched 2\n\
+                queue 3 config sched 3\n\
+                queue 4 config sched 4\n\
+                add 100 queue 2 src-ip 10.0.0.1\n\
+                add 200 queue 3 src-ip 10.0.0.2\n\
+                add 300 queue 4 src-ip 10.0.0.3\n";
+    let c = pspat_config::parse_ipfw(text, "tree").unwrap();
+    let (engine, clients) = start(c.clone(), 3);
+    let senders = Senders::start(clients, vec![key(1, 80), key(2, 80), key(3, 80)]);
+    let r = rates_after(&engine, 300);
+    assert!(near(r[0], 2e6, 0.05), "sched 2 at its ceil: {r:?}");
+    assert!(
+        near(r[1], 6e6, 0.05),
+        "sched 3: its rate and half the excess: {r:?}"
+    );
+    assert!(
+        r[2] < 0.1e6,
+        "band 1 gets what band 0 leaves, nothing: {r:?}"
+    );
+
+    // A class cannot change live yet: refused, naming the tree's root.
+    let mut changed = c.clone();
+    changed
+        .schedulers
+        .get_mut(&2)
+        .unwrap()
+        .class
+        .as_mut()
+        .unwrap()
+        .ceil_bps = Some(4_000_000);
+    let e = engine
+        .reconfigure(Change::Config(Arc::new(changed)))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sched 1") && e.contains("classes"), "{e}");
+    senders.finish();
+    engine.stop(false);
+}

@@ -30,6 +30,10 @@ use crate::model::{
     QueueLimit, QueueManagement, Target,
 };
 use std::net::IpAddr;
+use std::sync::Arc;
+
+use pspat_sched::registry::Params;
+use pspat_sched::tree::{ClassSpec, TreeSpec};
 
 /// The longest packet a pipe's queue takes: any IPv4 datagram or Ethernet frame.
 pub const PIPE_MAX_LEN: u32 = 65_535;
@@ -65,6 +69,9 @@ pub struct Class {
     /// Most queues per scheduler instance.
     pub max_queues: u32,
     pub idle_ns: u64,
+    /// When its scheduler is a tree of classes: the leaf class its queues join (an index
+    /// into the tree's [`TreeSpec::classes`]).
+    pub leaf: Option<u32>,
 }
 
 /// A scheduler: a configured one, or a pipe's `fifo`.
@@ -85,6 +92,10 @@ pub struct Sched {
     pub mask: FlowMask,
     pub max_instances: u32,
     pub idle_ns: u64,
+    /// The classes under it, when it is the root of a tree (`sched N config parent P`):
+    /// each instance schedules them with `pspat_sched::tree`, and `algorithm` orders its
+    /// top classes.
+    pub tree: Option<Arc<TreeSpec>>,
 }
 
 /// Stage 1 of classification: read-only, shared by every client thread (`Send + Sync`).
@@ -99,6 +110,44 @@ pub struct Classifier {
 
 fn invalid(msg: String) -> ConfigError {
     ConfigError::Invalid(msg)
+}
+
+/// The tree of classes under scheduler `root`, if it has any: every class below it, parents
+/// before children, each named `sched N`; `leaf_of` gets the class index of each class
+/// (so of each leaf, the flowsets' schedulers).
+fn tree_of(config: &Config, root: u32, leaf_of: &mut BTreeMap<u32, u32>) -> Option<Arc<TreeSpec>> {
+    let children = |id: u32| {
+        config
+            .schedulers
+            .values()
+            .filter(move |s| s.class.is_some_and(|k| k.parent == id))
+    };
+    children(root).next()?;
+    let root_spec = &config.schedulers[&root];
+    let mut spec = TreeSpec::new(&root_spec.algorithm);
+    let mut todo: Vec<(u32, Option<usize>)> = children(root).map(|s| (s.id, None)).collect();
+    let mut i = 0;
+    while i < todo.len() {
+        let (id, parent) = todo[i];
+        let s = &config.schedulers[&id];
+        let k = s.class.expect("a class");
+        let mut c = ClassSpec::new(format!("sched {id}"), parent, &s.algorithm);
+        c.params = s
+            .params
+            .iter()
+            .fold(Params::new(), |p, (key, v)| p.set(key, v));
+        c.rate_bps = k.rate_bps;
+        c.ceil_bps = k.ceil_bps;
+        c.burst = k.burst;
+        c.cburst = k.cburst;
+        c.weight = k.weight;
+        c.prio = k.prio;
+        let index = spec.add(c);
+        leaf_of.insert(id, index as u32);
+        todo.extend(children(id).map(|s| (s.id, Some(index))));
+        i += 1;
+    }
+    Some(Arc::new(spec))
 }
 
 impl Classifier {
@@ -130,18 +179,14 @@ impl Classifier {
     ) -> Result<Classifier, ConfigError> {
         let mut scheds = Vec::new();
         let mut sched_index = BTreeMap::new();
-        if let Some((s, k)) = config
-            .schedulers
-            .values()
-            .find_map(|s| s.class.map(|k| (s, k)))
-        {
-            return Err(invalid(format!(
-                "sched {} is a class of sched {}: trees of classes are checked by `pspat \
-                 config check` but not yet run by `pspat run` or `pspat shape`",
-                s.id, k.parent
-            )));
-        }
+        // Where each configured scheduler's flowsets go: its own instance (a link
+        // scheduler), or a leaf of the tree of its root (a class).
+        let mut leaf_of: BTreeMap<u32, u32> = BTreeMap::new();
         for s in config.schedulers.values() {
+            if s.class.is_some() {
+                continue;
+            }
+            let tree = tree_of(config, s.id, &mut leaf_of);
             sched_index.insert(s.id, scheds.len() as u32);
             let link = config.link_of(s);
             scheds.push(Sched {
@@ -155,7 +200,20 @@ impl Classifier {
                 mask: s.mask,
                 max_instances: s.max_instances,
                 idle_ns: s.idle_ns,
+                tree,
             });
+        }
+        for s in config.schedulers.values() {
+            if s.class.is_some() {
+                let mut root = s.id;
+                while let Some(k) = config.schedulers.get(&root).and_then(|x| x.class) {
+                    root = k.parent;
+                }
+                let i = *sched_index
+                    .get(&root)
+                    .ok_or_else(|| invalid(format!("sched {}: its tree has no root", s.id)))?;
+                sched_index.insert(s.id, i);
+            }
         }
         let mut classes = Vec::new();
         let mut flowset_class = BTreeMap::new();
@@ -174,6 +232,7 @@ impl Classifier {
                 mask: f.mask,
                 max_queues: f.max_queues,
                 idle_ns: f.idle_ns,
+                leaf: leaf_of.get(&f.sched).copied(),
             });
         }
         let mut pipe_class = BTreeMap::new();
@@ -190,6 +249,7 @@ impl Classifier {
                 mask: p.mask,
                 max_instances: p.max_instances,
                 idle_ns: p.idle_ns,
+                tree: None,
             });
             pipe_class.insert(p.id, classes.len() as u32);
             classes.push(Class {
@@ -204,6 +264,7 @@ impl Classifier {
                 mask: FlowMask::default(),
                 max_queues: 1,
                 idle_ns: p.idle_ns,
+                leaf: None,
             });
         }
 

@@ -38,6 +38,8 @@ pub trait Leaves<P> {
     fn remove_flow(&mut self, leaf: u32, flow: FlowId) -> Result<Vec<P>, FlowError>;
     /// Counters of a flow.
     fn flow_stats(&self, leaf: u32, flow: FlowId) -> Option<FlowStats>;
+    /// Parameters of a flow.
+    fn flow_params(&self, leaf: u32, flow: FlowId) -> Option<FlowParams>;
     /// Removes every flow of `leaf`, which is empty (its class was removed).
     fn remove_leaf(&mut self, leaf: u32);
     /// Queues `pkt` on `flow` of `leaf`; `Ok(true)` if the leaf was empty.
@@ -97,6 +99,10 @@ impl<P: Packet + Send + 'static> Leaves<P> for DynLeaves<P> {
 
     fn flow_stats(&self, leaf: u32, flow: FlowId) -> Option<FlowStats> {
         self.scheds[leaf as usize].flow_stats(flow)
+    }
+
+    fn flow_params(&self, leaf: u32, flow: FlowId) -> Option<FlowParams> {
+        self.scheds[leaf as usize].flow_params(flow)
     }
 
     fn remove_leaf(&mut self, leaf: u32) {
@@ -275,6 +281,11 @@ impl<P: Packet, A: Policy> Leaves<P> for SharedLeaves<P, A> {
                 debug_assert!(left.is_empty(), "a removed leaf is empty");
             }
         }
+    }
+
+    fn flow_params(&self, leaf: u32, flow: FlowId) -> Option<FlowParams> {
+        let f = self.flow_of(leaf, flow).ok()?;
+        Some(self.flows.params(f))
     }
 
     fn flow_stats(&self, leaf: u32, flow: FlowId) -> Option<FlowStats> {

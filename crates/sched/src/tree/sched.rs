@@ -461,6 +461,12 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
         Ok(pkts)
     }
 
+    /// Parameters of a flow.
+    pub fn flow_params(&self, flow: TreeFlow) -> Option<FlowParams> {
+        let n = self.nodes.get(flow.node as usize)?;
+        self.leaves.flow_params(n.slot, flow.flow)
+    }
+
     /// Counters of a flow.
     pub fn flow_stats(&self, flow: TreeFlow) -> Option<FlowStats> {
         let n = self.nodes.get(flow.node as usize)?;

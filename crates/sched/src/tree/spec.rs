@@ -59,7 +59,7 @@ pub fn inner_kind(name: &str) -> Result<InnerKind, SpecError> {
 }
 
 /// One class.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClassSpec {
     /// The name the user knows it by (`sched 10`, `1:10`), for messages and statistics.
     pub name: String,
@@ -170,7 +170,7 @@ impl ClassSpec {
 }
 
 /// A tree: the link's scheduler over the top classes, and the classes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TreeSpec {
     /// How the link orders the top classes ([`INNER_ALGORITHMS`]).
     pub algorithm: String,

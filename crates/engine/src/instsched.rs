@@ -1,0 +1,155 @@
+//! What an instance schedules its queues with: one algorithm of the registry over all of
+//! them, or a tree of classes (`pspat_sched::tree`) whose leaves hold them.
+//!
+//! A tree takes the time at each operation and may hold packets back when every class
+//! that has some is over its ceil: its dequeue then says when to ask again
+//! ([`Next::Wait`]), and the instance waits in the ready heap until then.
+
+use pspat_io::Pkt;
+use pspat_sched::registry;
+use pspat_sched::tree::{Dequeued, TreeFlow, TreeSched, TreeSpec};
+use pspat_sched::{
+    Backlog, ConfigError, FlowError, FlowId, FlowParams, FlowStats, Rejected, SchedStats, Scheduler,
+};
+
+/// An instance's scheduler.
+pub(crate) enum InstSched {
+    /// One algorithm over every queue.
+    Flat(Box<dyn Scheduler<Pkt>>),
+    /// A tree of classes; queues are flows of its leaves.
+    Tree(Box<TreeSched<Pkt>>),
+}
+
+/// A queue of an instance: a flow of its scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QFlow {
+    Flat(FlowId),
+    Tree(TreeFlow),
+}
+
+/// What a dequeue found.
+pub(crate) enum Next {
+    Pkt(Pkt),
+    /// Packets are held by their classes' ceils until then (ns).
+    Wait(u64),
+    Idle,
+}
+
+impl InstSched {
+    /// The scheduler of an instance of `algorithm` (`params`), or of `tree` when there is
+    /// one, holding up to `capacity` packets.
+    pub(crate) fn build(
+        algorithm: &str,
+        params: &registry::Params,
+        tree: Option<&TreeSpec>,
+        capacity: u32,
+    ) -> Result<Self, String> {
+        match tree {
+            Some(t) => TreeSched::new(t)
+                .map(|t| InstSched::Tree(Box::new(t)))
+                .map_err(|e| e.to_string()),
+            None => registry::build::<Pkt>(algorithm, params, capacity)
+                .map(InstSched::Flat)
+                .map_err(|e: ConfigError| e.to_string()),
+        }
+    }
+
+    /// Whether it schedules a tree.
+    pub(crate) fn is_tree(&self) -> bool {
+        matches!(self, InstSched::Tree(_))
+    }
+
+    /// A queue: a flow, in leaf class `leaf` for a tree.
+    pub(crate) fn add_flow(
+        &mut self,
+        leaf: Option<u32>,
+        params: FlowParams,
+    ) -> Result<QFlow, String> {
+        match (self, leaf) {
+            (InstSched::Flat(s), _) => s
+                .add_flow(params)
+                .map(QFlow::Flat)
+                .map_err(|e| e.to_string()),
+            (InstSched::Tree(t), Some(l)) => t
+                .add_flow(l as usize, params)
+                .map(QFlow::Tree)
+                .map_err(|e| e.to_string()),
+            (InstSched::Tree(_), None) => Err("a queue of a tree needs a leaf class".into()),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn enqueue(&mut self, now: u64, f: QFlow, p: Pkt) -> Result<(), Rejected<Pkt>> {
+        match (self, f) {
+            (InstSched::Flat(s), QFlow::Flat(f)) => s.enqueue(f, p),
+            (InstSched::Tree(t), QFlow::Tree(f)) => t.enqueue(now, f, p),
+            _ => unreachable!("a queue of another kind of scheduler"),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn dequeue(&mut self, now: u64) -> Next {
+        match self {
+            InstSched::Flat(s) => s.dequeue().map_or(Next::Idle, |(_, p)| Next::Pkt(p)),
+            InstSched::Tree(t) => match t.dequeue(now) {
+                Dequeued::Packet { pkt, .. } => Next::Pkt(pkt),
+                Dequeued::Wait(at) => Next::Wait(at),
+                Dequeued::Idle => Next::Idle,
+            },
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            InstSched::Flat(s) => s.is_empty(),
+            InstSched::Tree(t) => t.is_empty(),
+        }
+    }
+
+    pub(crate) fn update_flow(&mut self, f: QFlow, params: FlowParams) -> Result<(), FlowError> {
+        match (self, f) {
+            (InstSched::Flat(s), QFlow::Flat(f)) => s.update_flow(f, params),
+            (InstSched::Tree(t), QFlow::Tree(f)) => t.update_flow(f, params),
+            _ => unreachable!("a queue of another kind of scheduler"),
+        }
+    }
+
+    pub(crate) fn remove_flow(&mut self, f: QFlow) -> Result<Vec<Pkt>, FlowError> {
+        match (self, f) {
+            (InstSched::Flat(s), QFlow::Flat(f)) => s.remove_flow(f),
+            (InstSched::Tree(t), QFlow::Tree(f)) => t.remove_flow(f),
+            _ => unreachable!("a queue of another kind of scheduler"),
+        }
+    }
+
+    pub(crate) fn flow_stats(&self, f: QFlow) -> Option<FlowStats> {
+        match (self, f) {
+            (InstSched::Flat(s), QFlow::Flat(f)) => s.flow_stats(f),
+            (InstSched::Tree(t), QFlow::Tree(f)) => t.flow_stats(f),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn flow_params(&self, f: QFlow) -> Option<FlowParams> {
+        match (self, f) {
+            (InstSched::Flat(s), QFlow::Flat(f)) => s.flow_params(f),
+            (InstSched::Tree(t), QFlow::Tree(f)) => t.flow_params(f),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> SchedStats {
+        match self {
+            InstSched::Flat(s) => s.stats(),
+            InstSched::Tree(t) => t.stats(),
+        }
+    }
+
+    pub(crate) fn backlog(&self) -> Backlog {
+        match self {
+            InstSched::Flat(s) => s.backlog(),
+            InstSched::Tree(t) => t.backlog(),
+        }
+    }
+}
