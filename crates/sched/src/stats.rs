@@ -83,6 +83,13 @@ impl DropCounts {
         self.0.iter().sum()
     }
 
+    /// Adds `other`'s counts to these.
+    pub fn add_all(&mut self, other: &DropCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+
     /// `(reason, count)` for every reason with a non-zero count.
     pub fn nonzero(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
         DropReason::ALL
@@ -129,6 +136,28 @@ pub struct SchedStats {
     pub backlog: Backlog,
     /// Algorithm-specific counters (e.g. DRR's empty and missed visits).
     pub algorithm: Vec<(&'static str, u64)>,
+}
+
+impl SchedStats {
+    /// Adds a flow's counters (packets, bytes, drops, backlog) to these, as one more flow.
+    pub fn add_flow(&mut self, f: &FlowStats) {
+        self.flows += 1;
+        self.sent_pkts += f.sent_pkts;
+        self.sent_bytes += f.sent_bytes;
+        self.drops.add_all(&f.drops);
+        self.backlog.pkts += f.backlog.pkts;
+        self.backlog.bytes += f.backlog.bytes;
+    }
+
+    /// Adds another scheduler's counters (not its algorithm's) to these.
+    pub fn add_sched(&mut self, s: &SchedStats) {
+        self.flows += s.flows;
+        self.sent_pkts += s.sent_pkts;
+        self.sent_bytes += s.sent_bytes;
+        self.drops.add_all(&s.drops);
+        self.backlog.pkts += s.backlog.pkts;
+        self.backlog.bytes += s.backlog.bytes;
+    }
 }
 
 fn write_sent(

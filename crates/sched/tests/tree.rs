@@ -201,6 +201,20 @@ fn check_against_fluid(spec: &TreeSpec, link: u64, offers: &[Offer], len: u32, s
 
 const M: u64 = 1_000_000;
 
+/// The parent of one more class of a random tree of at most 3 levels: one of the classes
+/// so far (whose levels `level` holds) above the third level, or the link; records the new
+/// class's level.
+fn random_parent(rnd: &mut impl FnMut(u64) -> u64, level: &mut Vec<usize>) -> Option<usize> {
+    let candidates: Vec<usize> = (0..level.len()).filter(|&p| level[p] < 2).collect();
+    let parent = if candidates.is_empty() || rnd(3) == 0 {
+        None
+    } else {
+        Some(candidates[rnd(candidates.len() as u64) as usize])
+    };
+    level.push(parent.map_or(0, |p| level[p] + 1));
+    parent
+}
+
 /// A xorshift generator from `seed`: `rnd(n)` is in `0..n`.
 fn rng(seed: u64) -> impl FnMut(u64) -> u64 {
     let mut x = seed | 1;
@@ -320,17 +334,10 @@ fn random_tree(seed: u64, algs: &[&str]) -> (TreeSpec, Vec<Offer>) {
     let mut rnd = rng(seed);
     let pick = |r: u64| algs[r as usize % algs.len()];
     let mut s = TreeSpec::new(pick(rnd(2)));
-    let mut level = vec![0usize; 0];
+    let mut level = Vec::new();
     let n = 2 + rnd(11) as usize;
     for i in 0..n {
-        // a parent among the earlier classes of level < 2, or the link
-        let candidates: Vec<usize> = (0..i).filter(|&p| level[p] < 2).collect();
-        let parent = if candidates.is_empty() || rnd(3) == 0 {
-            None
-        } else {
-            Some(candidates[rnd(candidates.len() as u64) as usize])
-        };
-        level.push(parent.map_or(0, |p| level[p] + 1));
+        let parent = random_parent(&mut rnd, &mut level);
         let mut c = ClassSpec::new(format!("c{i}"), parent, pick(rnd(2)))
             .weight(1 + rnd(5) as u32)
             .prio(rnd(3) as u8);
@@ -455,13 +462,7 @@ proptest! {
         let mut level = Vec::new();
         let n = 2 + rnd(9) as usize;
         for i in 0..n {
-            let candidates: Vec<usize> = (0..i).filter(|&p| level[p] < 2).collect();
-            let parent = if candidates.is_empty() || rnd(3) == 0 {
-                None
-            } else {
-                Some(candidates[rnd(candidates.len() as u64) as usize])
-            };
-            level.push(parent.map_or(0, |p: usize| level[p] + 1));
+            let parent = random_parent(&mut rnd, &mut level);
             spec.add(ClassSpec::new(format!("c{i}"), parent, "fifo").weight(1 + rnd(8) as u32));
         }
         let inner = spec.has_children();

@@ -140,15 +140,7 @@ impl<P: Packet + Send + 'static> Leaves<P> for DynLeaves<P> {
     fn total_stats(&self) -> SchedStats {
         let mut t = SchedStats::default();
         for s in &self.scheds {
-            let x = s.stats();
-            t.flows += x.flows;
-            t.sent_pkts += x.sent_pkts;
-            t.sent_bytes += x.sent_bytes;
-            for (r, n) in x.drops.nonzero() {
-                t.drops.add(r, n);
-            }
-            t.backlog.pkts += x.backlog.pkts;
-            t.backlog.bytes += x.backlog.bytes;
+            t.add_sched(&s.stats());
         }
         t
     }
@@ -351,14 +343,7 @@ impl<P: Packet, A: Policy> Leaves<P> for SharedLeaves<P, A> {
             }
             let id = self.flows.id(f as u32);
             if let Some(fs) = self.flows.stats_of(id) {
-                s.flows += 1;
-                s.sent_pkts += fs.sent_pkts;
-                s.sent_bytes += fs.sent_bytes;
-                for (r, n) in fs.drops.nonzero() {
-                    s.drops.add(r, n);
-                }
-                s.backlog.pkts += fs.backlog.pkts;
-                s.backlog.bytes += fs.backlog.bytes;
+                s.add_flow(&fs);
             }
         }
         s
