@@ -62,6 +62,7 @@ use pspat_config::classify::{Class, ClassOrigin, Classifier, FlowKey, KeyMap, Sc
 use pspat_config::QueueLimit;
 use pspat_io::Pkt;
 use pspat_sched::registry::Params;
+use pspat_sched::tree::TreeSpec;
 use pspat_sched::{Backlog, DropReason, FlowParams, SchedStats};
 
 use crate::control::Change;
@@ -266,10 +267,11 @@ impl Dummynet {
                         o.algorithm, s.algorithm
                     ));
                 }
-                if o.tree != s.tree {
+                if !same_shape(o.tree.as_deref(), s.tree.as_deref()) {
                     return Err(format!(
-                        "{name}: its classes cannot change while running (yet): restart with \
-                         the new tree"
+                        "{name}: its classes can change their rate, ceil, bursts, weight and \
+                         prio while running, but classes cannot be added, removed or moved yet: \
+                         restart with the new tree"
                     ));
                 }
                 if o.mask != s.mask || o.max_instances != s.max_instances {
@@ -331,6 +333,23 @@ impl Dummynet {
                                 let busy_until = inst.link.idle_at_ns().max(self.now);
                                 inst.link = link_of(s);
                                 inst.link.reset(busy_until);
+                            }
+                        }
+                    }
+                    if let (Some(old), Some(new)) = (&st.sched.tree, &s.tree) {
+                        // Same shape (checked): each changed class, in every instance,
+                        // keeping its packets and its place.
+                        for (c, (a, b)) in old.classes.iter().zip(&new.classes).enumerate() {
+                            if a == b {
+                                continue;
+                            }
+                            for &id in st.inst_ids.iter().filter(|&&id| id != NONE) {
+                                if let Some(InstSched::Tree(t)) =
+                                    self.instances[id as usize].as_mut().map(|i| &mut i.sched)
+                                {
+                                    // Checked with the plan: same parent and algorithm.
+                                    let _ = t.change_class(self.now, c, b);
+                                }
                             }
                         }
                     }
@@ -1063,6 +1082,26 @@ fn link_of(s: &Sched) -> Link {
     Link::new(s.bandwidth_bps)
         .with_framing(s.framing)
         .with_burst(s.burst_bytes)
+}
+
+/// Whether two trees (or no trees) have the same classes in the same places, whatever
+/// their rates, ceils, bursts, weights and bands: what can change while running.
+fn same_shape(a: Option<&TreeSpec>, b: Option<&TreeSpec>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.algorithm == b.algorithm
+                && a.classes.len() == b.classes.len()
+                && a.classes.iter().zip(&b.classes).all(|(x, y)| {
+                    x.name == y.name
+                        && x.parent == y.parent
+                        && x.algorithm == y.algorithm
+                        && x.params == y.params
+                        && x.limit_pkts == y.limit_pkts
+                })
+        }
+        _ => false,
+    }
 }
 
 fn params_of(s: &Sched) -> Params {

@@ -828,18 +828,28 @@ fn a_tree_of_classes_shares_its_link_by_rate_ceil_and_weight() {
         "band 1 gets what band 0 leaves, nothing: {r:?}"
     );
 
-    // A class cannot change live yet: refused, naming the tree's root.
+    // Live: sched 2's ceil goes to 4 Mbit/s, above its half of the excess: the
+    // allocation becomes 2.5 (half the excess of 5), 5.5 (3 and the other half), 0.
     let mut changed = c.clone();
-    changed
-        .schedulers
-        .get_mut(&2)
-        .unwrap()
-        .class
-        .as_mut()
-        .unwrap()
-        .ceil_bps = Some(4_000_000);
+    let class = |c: &pspat_config::Config, id: u32| c.schedulers[&id].class.unwrap();
+    let mut k = class(&changed, 2);
+    k.ceil_bps = Some(4_000_000);
+    changed.schedulers.get_mut(&2).unwrap().class = Some(k);
+    engine
+        .reconfigure(Change::Config(Arc::new(changed.clone())))
+        .unwrap();
+    let r = rates_after(&engine, 300);
+    assert!(near(r[0], 2.5e6, 0.05), "sched 2 under its new ceil: {r:?}");
+    assert!(near(r[1], 5.5e6, 0.05), "sched 3: {r:?}");
+    // Moving a class is refused, naming the tree's root, and changes nothing.
+    let mut moved = changed.clone();
+    let mut k = class(&moved, 4);
+    k.parent = 3;
+    moved.schedulers.get_mut(&4).unwrap().class = Some(k);
+    moved.flowsets.remove(&3);
+    moved.rules.retain(|r| r.number != 200);
     let e = engine
-        .reconfigure(Change::Config(Arc::new(changed)))
+        .reconfigure(Change::Config(Arc::new(moved)))
         .unwrap_err()
         .to_string();
     assert!(e.contains("sched 1") && e.contains("classes"), "{e}");
