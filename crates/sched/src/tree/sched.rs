@@ -329,21 +329,14 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             rated[0],
         )];
         let mut n_leaves = 0;
-        nodes.push(Node {
-            parent: NONE,
-            slot: 0,
-            is_leaf: false,
-            band: 0,
-            has_rate: false,
-            rate: Gcra::UNLIMITED,
-            ceil: Gcra::UNLIMITED,
-            in_g: false,
-            in_e: false,
-            stale: false,
-            parked: false,
-            g_w: 0,
-            dead: false,
-        });
+        // The link: no rate, no ceil, no parent.
+        nodes.push(Node::new(
+            &ClassSpec::new("root", None, ""),
+            NONE,
+            0,
+            false,
+            spec.mtu,
+        ));
         for (i, c) in spec.classes.iter().enumerate() {
             let slot = if has_children[i] {
                 inner.push(Inner::new(
