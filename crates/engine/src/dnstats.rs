@@ -45,6 +45,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pspat_config::classify::{ClassOrigin, FlowKey, SchedOrigin};
 use pspat_config::Framing;
+use pspat_io::Pkt;
+use pspat_sched::tree::{ClassStats, LiveTree};
 use pspat_units::{HumanBandwidth, HumanRate};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
@@ -257,6 +259,122 @@ pub struct QueueStats {
     pub counters: Counters,
 }
 
+/// One class of a tree in one instance, as `tc -s class show` prints it: its place, its
+/// configuration and its counters (those of the leaves below it for drops and backlog).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TreeClassStats {
+    /// Its name (`sched 10`).
+    pub name: String,
+    /// Its parent's name; `None` under the link.
+    pub parent: Option<String>,
+    /// Classes above it (0 under the link).
+    pub depth: u32,
+    /// It holds queues (else classes).
+    pub leaf: bool,
+    /// Guaranteed rate, bit/s (0: none).
+    pub rate_bps: u64,
+    /// Ceiling, bit/s (`None`: none).
+    pub ceil_bps: Option<u64>,
+    /// Share of its parent's excess within its band.
+    pub weight: u32,
+    /// Its priority band among its siblings.
+    pub prio: u8,
+    /// Removed from the configuration, its packets still draining (it leaves the tree
+    /// once they have).
+    pub draining: bool,
+    /// Sent through it; drops and backlog of the leaves below it.
+    pub counters: Counters,
+    /// Bytes sent within its rate (HTB's `lended`).
+    pub lent_bytes: u64,
+    /// Bytes borrowed from its parent's excess.
+    pub borrowed_bytes: u64,
+    /// Times it went over its ceil with packets to send.
+    pub overlimits: u64,
+}
+
+impl TreeClassStats {
+    /// Every class of `tree`: those of the configuration in force, in its order, then the
+    /// draining ones.
+    pub(crate) fn of_tree(tree: &LiveTree<Pkt>) -> Vec<TreeClassStats> {
+        let s = tree.sched();
+        let row = |c: usize, st: &ClassStats, draining: bool| {
+            let spec = s.spec_of(c)?;
+            let mut depth = 0;
+            let mut up = spec.parent;
+            while let Some(p) = up {
+                depth += 1;
+                up = s.spec_of(p).and_then(|p| p.parent);
+            }
+            Some(TreeClassStats {
+                name: spec.name.clone(),
+                parent: spec
+                    .parent
+                    .and_then(|p| s.spec_of(p))
+                    .map(|p| p.name.clone()),
+                depth,
+                leaf: s.is_leaf(c)?,
+                rate_bps: spec.rate_bps,
+                ceil_bps: spec.ceil_bps,
+                weight: spec.weight,
+                prio: spec.prio,
+                draining,
+                counters: Counters {
+                    sent_pkts: st.sent_pkts,
+                    sent_bytes: st.sent_bytes,
+                    drops: Drops::from_sched(&st.drops),
+                    backlog_pkts: st.backlog.pkts,
+                    backlog_bytes: st.backlog.bytes,
+                },
+                lent_bytes: st.lent_bytes,
+                borrowed_bytes: st.borrowed_bytes,
+                overlimits: st.overlimits,
+            })
+        };
+        let (live, draining) = tree.class_stats();
+        live.iter()
+            .enumerate()
+            .filter_map(|(i, st)| row(tree.index(i)?, st, false))
+            .chain(draining.iter().filter_map(|(c, st)| row(*c, st, true)))
+            .collect()
+    }
+}
+
+impl fmt::Display for TreeClassStats {
+    /// `class sched 10 parent sched 2 leaf rate 10.000 Mbit/s ceil 300.000 Mbit/s prio 0
+    /// weight 4: Sent ... ; lent 1500 borrowed 3000 overlimits 2`, as `tc -s class show`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "class {} parent {} {}rate ",
+            self.name,
+            self.parent.as_deref().unwrap_or("link"),
+            if self.leaf { "leaf " } else { "" },
+        )?;
+        match self.rate_bps {
+            0 => f.write_str("0 bit/s")?,
+            r => write!(f, "{}", HumanBandwidth(r as f64))?,
+        }
+        if let Some(c) = self.ceil_bps {
+            write!(f, " ceil {}", HumanBandwidth(c as f64))?;
+        }
+        write!(
+            f,
+            " prio {} weight {}{}: {}; lent {} borrowed {} overlimits {}",
+            self.prio,
+            self.weight,
+            if self.draining {
+                " (removed, draining)"
+            } else {
+                ""
+            },
+            self.counters,
+            self.lent_bytes,
+            self.borrowed_bytes,
+            self.overlimits
+        )
+    }
+}
+
 /// One scheduler instance: an algorithm with its own link, created by the scheduler mask.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct InstanceStats {
@@ -278,6 +396,8 @@ pub struct InstanceStats {
     pub queues: Vec<QueueStats>,
     /// Queues removed after their idle time.
     pub expired_queues: u64,
+    /// Its tree's classes, if its scheduler is a tree (see [`TreeClassStats::of_tree`]).
+    pub classes: Vec<TreeClassStats>,
 }
 
 /// One configured scheduler (or pipe) and its instances.
@@ -404,11 +524,25 @@ impl DummynetStats {
                             }
                         })
                         .collect();
+                    let classes = i
+                        .classes
+                        .iter()
+                        .map(|c| {
+                            let old_c =
+                                old_i.and_then(|o| o.classes.iter().find(|x| x.name == c.name));
+                            ClassRate {
+                                name: c.name.clone(),
+                                depth: c.depth,
+                                rate: rate(&c.counters, old_c.map(|x| &x.counters)),
+                            }
+                        })
+                        .collect();
                     InstanceRate {
                         key: i.key,
                         rate: rate(&i.totals, old_i.map(|x| &x.totals)),
                         wire_bps: wire(framed, i.wire_bytes, old_i.map(|x| x.wire_bytes)),
                         queues,
+                        classes,
                     }
                 })
                 .collect();
@@ -512,6 +646,11 @@ impl InstanceStats {
             wire_bytes: inst.wire_bytes,
             queues,
             expired_queues: inst.expired_queues,
+            classes: inst
+                .sched
+                .tree()
+                .map(TreeClassStats::of_tree)
+                .unwrap_or_default(),
         }
     }
 }
@@ -571,6 +710,20 @@ pub struct InstanceRate {
     pub wire_bps: Option<f64>,
     /// Its queues, as in the later snapshot.
     pub queues: Vec<QueueRate>,
+    /// Its tree's classes, as in the later snapshot (a class is matched by name, within
+    /// the instance).
+    pub classes: Vec<ClassRate>,
+}
+
+/// Rates of one class of a tree.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClassRate {
+    /// Its name.
+    pub name: String,
+    /// Classes above it.
+    pub depth: u32,
+    /// What it sent per second.
+    pub rate: Rate,
 }
 
 /// Rates of one scheduler (all its instances, retired ones included) and its instances.
@@ -606,6 +759,10 @@ impl fmt::Display for DummynetRates {
             for i in &s.instances {
                 let w = wire(i.wire_bps).unwrap_or_default();
                 writeln!(f, "  instance {}: {}{w}", KeyText(&i.key), i.rate)?;
+                for c in &i.classes {
+                    let pad = 2 * c.depth as usize;
+                    writeln!(f, "    {:pad$}class {}: {}", "", c.name, c.rate)?;
+                }
                 for q in &i.queues {
                     writeln!(f, "    {} {}: {}", q.class, KeyText(&q.key), q.rate)?;
                 }
@@ -672,6 +829,9 @@ impl fmt::Display for DummynetStats {
                     if i.queues.len() == 1 { "" } else { "s" },
                     i.expired_queues
                 )?;
+                for c in &i.classes {
+                    writeln!(f, "    {:w$}{c}", "", w = 2 * c.depth as usize)?;
+                }
                 for q in &i.queues {
                     writeln!(
                         f,
@@ -811,6 +971,7 @@ mod tests {
                     totals,
                     queues,
                     expired_queues: 0,
+                    classes: Vec::new(),
                 }],
                 expired_instances: 0,
                 retired,

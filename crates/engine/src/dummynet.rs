@@ -29,8 +29,12 @@
 //! Run-time changes ([`Change::Config`]): bandwidths, framings, weights, queue limits,
 //! maximum lengths, rules and tables change live (a link whose bandwidth, burst or framing
 //! changed is rebuilt, busy until it would have been); schedulers, flowsets and pipes can
-//! be added or removed (a removed class's queues drain; packets still arriving for it are
-//! dropped as `no_class`). A scheduler's algorithm, parameters or mask, a flowset's scheduler or mask,
+//! be added or removed (a removed class's queues drain, and packets classified for it
+//! before the change, still in mailboxes, join them; others that still arrive for it are
+//! dropped as `no_class`). A tree's classes are changed, added and removed in every
+//! instance (`pspat_sched::tree::LiveTree`): a removed class drains, then leaves the tree;
+//! a class cannot move to another parent, change its algorithm or turn from a leaf into an
+//! inner class (refused, naming it). A scheduler's algorithm, parameters or mask, a flowset's scheduler or mask,
 //! and the `max_*` bounds are fixed for the life of the engine (their state is built around
 //! them): a change to them is refused, naming the object, and nothing is applied. An
 //! instance's queue map is bounded, when the instance is created, by the `max_queues` of the
@@ -62,7 +66,7 @@ use pspat_config::classify::{Class, ClassOrigin, Classifier, FlowKey, KeyMap, Sc
 use pspat_config::QueueLimit;
 use pspat_io::Pkt;
 use pspat_sched::registry::Params;
-use pspat_sched::tree::TreeSpec;
+use pspat_sched::tree::diff;
 use pspat_sched::{Backlog, DropReason, FlowParams, SchedStats};
 
 use crate::control::Change;
@@ -267,12 +271,20 @@ impl Dummynet {
                         o.algorithm, s.algorithm
                     ));
                 }
-                if !same_shape(o.tree.as_deref(), s.tree.as_deref()) {
-                    return Err(format!(
-                        "{name}: its classes can change their rate, ceil, bursts, weight and \
-                         prio while running, but classes cannot be added, removed or moved yet: \
-                         restart with the new tree"
-                    ));
+                match (o.tree.as_deref(), s.tree.as_deref()) {
+                    (None, None) => {}
+                    (Some(old), Some(new)) => {
+                        diff(old, new).map_err(|e| format!("{name}: {e}"))?;
+                        // Every class it adds can be built.
+                        InstSched::build(&s.algorithm, &params_of(s), Some(new), 1)
+                            .map_err(|e| format!("{name}: {e}"))?;
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{name}: a scheduler cannot gain or lose its classes while \
+                             running (restart with the new tree)"
+                        ))
+                    }
                 }
                 if o.mask != s.mask || o.max_instances != s.max_instances {
                     return Err(format!(
@@ -337,18 +349,15 @@ impl Dummynet {
                         }
                     }
                     if let (Some(old), Some(new)) = (&st.sched.tree, &s.tree) {
-                        // Same shape (checked): each changed class, in every instance,
-                        // keeping its packets and its place.
-                        for (c, (a, b)) in old.classes.iter().zip(&new.classes).enumerate() {
-                            if a == b {
-                                continue;
-                            }
+                        // Every instance's tree follows: classes kept keep their packets
+                        // and their place, removed ones drain (checked with the plan: a
+                        // refusal here cannot happen, and would leave the change half
+                        // made in that instance only).
+                        if old != new {
+                            let edits = diff(old, new).unwrap_or_default();
                             for &id in st.inst_ids.iter().filter(|&&id| id != NONE) {
-                                if let Some(InstSched::Tree(t)) =
-                                    self.instances[id as usize].as_mut().map(|i| &mut i.sched)
-                                {
-                                    // Checked with the plan: same parent and algorithm.
-                                    let _ = t.change_class(self.now, c, b);
+                                if let Some(inst) = self.instances[id as usize].as_mut() {
+                                    let _ = inst.sched.reshape(self.now, old, new, &edits);
                                 }
                             }
                         }
@@ -512,6 +521,26 @@ impl Dummynet {
         Ok(id)
     }
 
+    /// The instance and queue slot of removed class slot `slot` (code `code`) for `key`,
+    /// in scheduler slot `s`, if both are still there.
+    fn draining_queue(
+        &self,
+        s: usize,
+        slot: usize,
+        code: u32,
+        key: &FlowKey,
+    ) -> Option<(u32, usize)> {
+        let st = &self.scheds[s];
+        let masked = key.masked(&st.sched.mask);
+        let id = *st
+            .inst_ids
+            .get(st.instances.get(&masked, masked.hash64())? as usize)?;
+        let inst = self.instances.get(id as usize)?.as_ref()?;
+        let (qkey, hash) = queue_key(&self.classes[slot].class, code, key);
+        let q = inst.queues.get(&qkey, hash)? as usize;
+        inst.flows.get(q)?.is_some().then_some((id, q))
+    }
+
     /// Removes an instance that is empty.
     fn retire_instance(&mut self, id: u32) {
         if let Some(inst) = self.instances[id as usize].take() {
@@ -535,6 +564,7 @@ impl Dummynet {
         self.expire_cursor = id + 1;
         if let Some(inst) = self.instances[id].as_mut() {
             expire_queues(inst, &self.classes, now, EXPIRE_BUDGET);
+            inst.sched.drain_classes();
         }
         // Instances: one scheduler's map per round, round-robin.
         let s = id % self.scheds.len().max(1);
@@ -590,8 +620,9 @@ fn expire_queues(inst: &mut Instance, classes: &[ClassState], now: u64, budget: 
         budget,
         |q| match flows[q as usize] {
             Some((f, c)) => {
+                // (a flow without statistics went with its removed tree class)
                 now.saturating_sub(last_ns[q as usize]) >= classes[c].class.idle_ns
-                    && sched.flow_stats(f).is_some_and(|s| s.backlog.pkts == 0)
+                    && sched.flow_stats(f).map_or(true, |s| s.backlog.pkts == 0)
             }
             None => true,
         },
@@ -608,6 +639,14 @@ fn expire_queues(inst: &mut Instance, classes: &[ClassState], now: u64, budget: 
     }
 }
 
+/// What a queue of `class` (code `code`) for `key` is filed under in its instance's map.
+#[inline]
+fn queue_key(class: &Class, code: u32, key: &FlowKey) -> ((u32, FlowKey), u64) {
+    let masked = key.masked(&class.mask);
+    let hash = masked.hash64() ^ u64::from(code).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((code, masked), hash)
+}
+
 /// The queue slot of class slot `slot` (code `code`) for `key` in `inst`, created if
 /// needed, or why the packet gets none.
 #[inline]
@@ -620,9 +659,7 @@ fn queue_of(
     now: u64,
 ) -> Result<usize, ArbiterDrop> {
     let class = &classes[slot];
-    let masked = key.masked(&class.class.mask);
-    let qkey = (code, masked);
-    let hash = masked.hash64() ^ u64::from(code).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let (qkey, hash) = queue_key(&class.class, code, key);
     let mut got = inst.queues.get_or_insert(qkey, hash, now);
     let at_limit = |inst: &Instance, got: &Result<(u32, bool), _>| match got {
         Ok((_, true)) => inst.per_class[slot] >= class.class.max_queues,
@@ -683,11 +720,13 @@ fn queue_of(
 }
 
 impl Dummynet {
-    /// The live class slot of class code `code`.
+    /// The class slot of class code `code`.
     #[inline]
     fn class_slot(&mut self, code: u32) -> Result<usize, ArbiterDrop> {
         match self.class_of_code.get(code as usize) {
-            Some(&s) if s != NONE && self.classes[s as usize].live => Ok(s as usize),
+            // A class removed from the configuration still takes packets classified before
+            // the change, into its queues that are still there (`enqueue_class`).
+            Some(&s) if s != NONE => Ok(s as usize),
             _ => {
                 self.no_class += 1;
                 Err(ArbiterDrop::NoClass)
@@ -747,23 +786,39 @@ impl Dummynet {
         let now = self.now;
         let key = *key;
         let s = self.classes[slot].sched;
-        let id = match self.instance(s, &key) {
-            Ok(id) => id,
-            Err(d) => {
-                self.scheds[s].unplaced.add(d, 1);
-                return Err(d);
+        let q = if self.classes[slot].live {
+            let id = match self.instance(s, &key) {
+                Ok(id) => id,
+                Err(d) => {
+                    self.scheds[s].unplaced.add(d, 1);
+                    return Err(d);
+                }
+            };
+            let inst = self.instances[id as usize]
+                .as_mut()
+                .expect("instance ids in the maps are live");
+            match queue_of(inst, &self.classes, slot, code, &key, now) {
+                Ok(q) => (id, q),
+                Err(d) => {
+                    inst.drops.add(d, 1);
+                    return Err(d);
+                }
+            }
+        } else {
+            // Classified before its class was removed (it was in a mailbox then): it
+            // joins the class's queue if that is still there, draining, never a new one.
+            match self.draining_queue(s, slot, code, &key) {
+                Some(q) => q,
+                None => {
+                    self.no_class += 1;
+                    return Err(ArbiterDrop::NoClass);
+                }
             }
         };
+        let (id, q) = q;
         let inst = self.instances[id as usize]
             .as_mut()
             .expect("instance ids in the maps are live");
-        let q = match queue_of(inst, &self.classes, slot, code, &key, now) {
-            Ok(q) => q,
-            Err(d) => {
-                inst.drops.add(d, 1);
-                return Err(d);
-            }
-        };
         let (f, _) = inst.flows[q].expect("a queue in the map has a flow");
         // Loss, then early drop, then the queue's limit (in the algorithm), as dummynet.
         let qm = &self.classes[slot].class.qm;
@@ -1082,26 +1137,6 @@ fn link_of(s: &Sched) -> Link {
     Link::new(s.bandwidth_bps)
         .with_framing(s.framing)
         .with_burst(s.burst_bytes)
-}
-
-/// Whether two trees (or no trees) have the same classes in the same places, whatever
-/// their rates, ceils, bursts, weights and bands: what can change while running.
-fn same_shape(a: Option<&TreeSpec>, b: Option<&TreeSpec>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(a), Some(b)) => {
-            a.algorithm == b.algorithm
-                && a.classes.len() == b.classes.len()
-                && a.classes.iter().zip(&b.classes).all(|(x, y)| {
-                    x.name == y.name
-                        && x.parent == y.parent
-                        && x.algorithm == y.algorithm
-                        && x.params == y.params
-                        && x.limit_pkts == y.limit_pkts
-                })
-        }
-        _ => false,
-    }
 }
 
 fn params_of(s: &Sched) -> Params {

@@ -852,7 +852,108 @@ fn a_tree_of_classes_shares_its_link_by_rate_ceil_and_weight() {
         .reconfigure(Change::Config(Arc::new(moved)))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("sched 1") && e.contains("classes"), "{e}");
+    assert!(
+        e.contains("sched 1: class sched ") && e.contains("cannot change while the tree runs"),
+        "{e}"
+    );
     senders.finish();
+    engine.stop(false);
+}
+
+#[test]
+fn a_tree_gains_and_loses_classes_under_load_and_every_packet_is_counted() {
+    use pspat_engine::SchedRef;
+    // An 8 Mbit/s link: sched 2 (rate 3, ceil 4 Mbit/s) and sched 3 (nothing guaranteed)
+    // share it 4:4. Then, live: sched 3 goes (with its flowset) while its queue is full,
+    // sched 5 comes, capped at 1 Mbit/s, and takes sched 3's traffic; sched 2's ceil
+    // rises to 8 Mbit/s: 7:1.
+    let before = "pipe 1 config bw 8Mbit/s\n\
+                  sched 1 config type qfq\n\
+                  sched 2 config type drr parent 1 rate 3Mbit/s ceil 4Mbit/s\n\
+                  sched 3 config type drr parent 1\n\
+                  queue 2 config sched 2\n\
+                  queue 3 config sched 3\n\
+                  add 100 queue 2 src-ip 10.0.0.1\n\
+                  add 200 queue 3 src-ip 10.0.0.2\n";
+    let after = "pipe 1 config bw 8Mbit/s\n\
+                 sched 1 config type qfq\n\
+                 sched 2 config type drr parent 1 rate 3Mbit/s ceil 8Mbit/s\n\
+                 sched 5 config type drr parent 1 ceil 1Mbit/s\n\
+                 queue 2 config sched 2\n\
+                 queue 5 config sched 5\n\
+                 add 100 queue 2 src-ip 10.0.0.1\n\
+                 add 200 queue 5 src-ip 10.0.0.2\n";
+    let (engine, clients) = start(pspat_config::parse_ipfw(before, "tree").unwrap(), 2);
+    let senders = Senders::start(clients, vec![key(1, 80), key(2, 80)]);
+    let r = rates_after(&engine, 300);
+    assert!(near(r[0], 4e6, 0.05) && near(r[1], 4e6, 0.05), "4:4 {r:?}");
+    let classes = |engine: &Engine| {
+        let ds = engine.dummynet_stats().unwrap();
+        let s = ds.scheduler(SchedRef::Sched(1)).unwrap();
+        assert_eq!(s.instances.len(), 1);
+        s.instances[0].classes.clone()
+    };
+    let c = classes(&engine);
+    let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["sched 2", "sched 3"]);
+    assert!(
+        c[1].counters.backlog_pkts > 0,
+        "sched 3 has a queue: {:?}",
+        c[1]
+    );
+    assert_eq!(
+        (c[0].rate_bps, c[0].ceil_bps, c[0].parent.as_deref()),
+        (3_000_000, Some(4_000_000), None)
+    );
+    engine
+        .reconfigure(Change::Config(Arc::new(
+            pspat_config::parse_ipfw(after, "tree").unwrap(),
+        )))
+        .unwrap();
+    let c = classes(&engine);
+    let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+    // sched 3 drains (its packets go at its share), then leaves
+    assert_eq!(&names[..2], ["sched 2", "sched 5"]);
+    assert!(
+        names.len() == 2 || (names[2] == "sched 3" && c[2].draining),
+        "{c:?}"
+    );
+    let r = rates_after(&engine, 500);
+    assert!(near(r[0], 7e6, 0.05) && near(r[1], 1e6, 0.05), "7:1 {r:?}");
+    let c = classes(&engine);
+    assert_eq!(c.len(), 2, "sched 3 drained and left: {c:?}");
+    assert_eq!(c[0].ceil_bps, Some(8_000_000));
+    senders.finish();
+    wait_accounted(&engine);
+    // Every packet was sent or dropped at a queue's limit, none for the change
+    let snap = engine.snapshot();
+    let ds = engine.dummynet_stats().unwrap();
+    let t = ds.totals();
+    assert_eq!(
+        t.sent_pkts,
+        snap.clients.iter().map(|c| c.scheduled).sum::<u64>()
+    );
+    assert_eq!(t.drops.get(ArbiterDrop::NoClass), 0, "{:?}", t.drops);
+    assert_eq!(
+        t.drops.total(),
+        t.drops
+            .get(ArbiterDrop::Sched(pspat_sched::DropReason::FlowPacketLimit)),
+        "only queue limits drop: {:?}",
+        t.drops
+    );
+    // The text shows the classes as tc -s class show does; the JSON carries them
+    let text = ds.to_string();
+    for want in [
+        "class sched 2 parent link leaf rate 3.000 Mbit/s ceil 8.000 Mbit/s prio 0 weight 1: \
+         Sent ",
+        "class sched 5 parent link leaf rate 0 bit/s ceil 1.000 Mbit/s",
+        "; lent ",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    let json = serde_json::to_value(&ds).unwrap();
+    let c = &json["schedulers"][0]["instances"][0]["classes"][1];
+    assert_eq!(c["name"], "sched 5");
+    assert!(c["counters"]["sent_bytes"].as_u64().unwrap() > 0, "{c}");
     engine.stop(false);
 }

@@ -742,3 +742,296 @@ fn class_counters_add_up_over_the_subtree() {
     assert!(!t.is_empty());
     assert_eq!(t.stats().backlog.pkts, 5);
 }
+
+/// A new configuration from `spec`: a few classes re-rated, re-weighted and moved between
+/// bands; sometimes a class and everything under it gone (never leaving its parent without
+/// children: that would turn it into a leaf); sometimes a new leaf, or a new inner class
+/// with two leaves, under an inner class or the link. New classes are named `n{tag}...`;
+/// their offers (greedy, or a constant rate) go into `offers`, by name.
+fn mutate(
+    spec: &TreeSpec,
+    offers: &mut std::collections::HashMap<String, Offer>,
+    rnd: &mut impl FnMut(u64) -> u64,
+    tag: u64,
+) -> TreeSpec {
+    let mut new = spec.clone();
+    for _ in 0..1 + rnd(3) {
+        let c = &mut new.classes[rnd(spec.classes.len() as u64) as usize];
+        c.weight = 1 + rnd(5) as u32;
+        c.prio = rnd(3) as u8;
+        c.rate_bps = if rnd(2) == 0 { 0 } else { (1 + rnd(40)) * M };
+        c.ceil_bps = (rnd(3) == 0).then(|| c.rate_bps.max(M) + rnd(60) * M);
+    }
+    if rnd(3) == 0 && new.classes.len() > 2 {
+        let gone = rnd(new.classes.len() as u64) as usize;
+        let under = |mut i: usize| loop {
+            if i == gone {
+                break true;
+            }
+            match new.classes[i].parent {
+                Some(p) => i = p,
+                None => break false,
+            }
+        };
+        let siblings = (0..new.classes.len())
+            .filter(|&i| i != gone && new.classes[i].parent == new.classes[gone].parent)
+            .count();
+        if siblings > 0 {
+            let keep: Vec<usize> = (0..new.classes.len()).filter(|&i| !under(i)).collect();
+            let at = |old: usize| keep.iter().position(|&k| k == old).unwrap();
+            let classes = keep
+                .iter()
+                .map(|&i| {
+                    let mut c = new.classes[i].clone();
+                    c.parent = c.parent.map(at);
+                    c
+                })
+                .collect();
+            new.classes = classes;
+        }
+    }
+    if rnd(3) == 0 {
+        let inner = new.has_children();
+        let parents: Vec<usize> = (0..new.classes.len()).filter(|&i| inner[i]).collect();
+        let parent = (!parents.is_empty() && rnd(2) == 0)
+            .then(|| parents[rnd(parents.len() as u64) as usize]);
+        let one = rnd(2) == 0;
+        let mut leaf = |new: &mut TreeSpec, name: String, parent| {
+            let offer = (rnd(3) == 0).then(|| ((1 + rnd(30)) * M) as f64);
+            offers.insert(name.clone(), offer);
+            new.add(
+                ClassSpec::new(name, parent, "fifo")
+                    .weight(1 + rnd(3) as u32)
+                    .prio(rnd(2) as u8),
+            );
+        };
+        if one {
+            leaf(&mut new, format!("n{tag}"), parent);
+        } else {
+            let mid = new.add(ClassSpec::new(format!("n{tag}"), parent, "qfq").rate(5 * M));
+            leaf(&mut new, format!("n{tag}a"), Some(mid));
+            leaf(&mut new, format!("n{tag}b"), Some(mid));
+        }
+    }
+    new
+}
+
+/// A leaf's traffic in [`configuration_changes_reshape_a_running_tree`].
+struct Source {
+    flow: TreeFlow,
+    offer: Offer,
+    /// Next arrival of a paced one (ns).
+    next: f64,
+    queued: u32,
+    /// Its class is in the configuration in force (else it sends no more).
+    configured: bool,
+}
+
+/// Configurations changing under load, through `tree::diff` and `LiveTree::reshape`:
+/// classes re-rated, added and removed with packets queued. Nothing is lost (a removed
+/// class drains, then leaves the tree), the invariants hold after every step, what
+/// cannot change in place is refused, and once the changes stop and the removed classes
+/// have drained, the classes get the fluid allocation of the configuration in force.
+#[test]
+fn configuration_changes_reshape_a_running_tree() {
+    use pspat_sched::tree::{diff, Edit, LiveTree};
+    use std::collections::HashMap;
+    let (mut reshapes, mut added, mut drained, mut refusals) = (0, 0, 0, 0);
+    for seed in 1..=30u64 {
+        let mut rnd = rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let (mut spec, offers0) = random_tree(rnd(u64::MAX), &["wf2q+", "qfq", "drr"]);
+        let mut offers: HashMap<String, Offer> = spec
+            .classes
+            .iter()
+            .zip(&offers0)
+            .map(|(c, o)| (c.name.clone(), *o))
+            .collect();
+        let mut live = LiveTree::<Desc>::new(&spec).unwrap();
+        // By class index in the running tree.
+        let mut sources: HashMap<usize, Source> = HashMap::new();
+        let attach = |live: &mut LiveTree<Desc>,
+                      spec: &TreeSpec,
+                      offers: &HashMap<String, Offer>,
+                      sources: &mut HashMap<usize, Source>,
+                      now: u64| {
+            let inner = spec.has_children();
+            for (i, c) in spec.classes.iter().enumerate() {
+                let at = live.index(i).unwrap();
+                if inner[i] || sources.contains_key(&at) {
+                    continue;
+                }
+                let flow = live
+                    .sched_mut()
+                    .add_flow(at, FlowParams::weighted(1).with_limit_pkts(64))
+                    .unwrap();
+                let offer = offers[&c.name];
+                let (next, queued, configured) = (now as f64, 0, true);
+                sources.insert(
+                    at,
+                    Source {
+                        flow,
+                        offer,
+                        next,
+                        queued,
+                        configured,
+                    },
+                );
+            }
+        };
+        attach(&mut live, &spec, &offers, &mut sources, 0);
+        let (link, len) = (100 * M, 1000u32);
+        let (mut accepted, mut sent) = (0u64, 0u64);
+        let (mut now, mut step) = (0u64, 0u64);
+        let changes_end = 2_000_000_000u64;
+        let mut end = u64::MAX;
+        let mut rates_from = 0;
+        let mut bytes: HashMap<usize, f64> = HashMap::new();
+        while now < end {
+            step += 1;
+            // After the changes, the sources pause until the removed classes have drained
+            // (a removed class keeps its band: one under greedy siblings of a better band,
+            // with no rate of its own, drains only when they pause).
+            let paused = now >= changes_end && rates_from == 0;
+            for s in sources.values_mut().filter(|s| s.configured && !paused) {
+                let want = match s.offer {
+                    None => 8u32.saturating_sub(s.queued),
+                    Some(bps) => {
+                        let mut k = 0;
+                        while s.next <= now as f64 {
+                            k += 1;
+                            s.next += f64::from(len) * 8e9 / bps;
+                        }
+                        k
+                    }
+                };
+                for _ in 0..want {
+                    if live
+                        .sched_mut()
+                        .enqueue(now, s.flow, Desc::new(0, len))
+                        .is_ok()
+                    {
+                        accepted += 1;
+                        s.queued += 1;
+                    }
+                }
+            }
+            if now < changes_end && step % 400 == 0 {
+                let new = mutate(&spec, &mut offers, &mut rnd, step);
+                let edits = diff(&spec, &new).unwrap();
+                live.reshape(now, &spec, &new, &edits).unwrap();
+                reshapes += 1;
+                added += edits
+                    .iter()
+                    .filter(|e| matches!(e, Edit::Add { .. }))
+                    .count();
+                // a removed class is still in the tree only while it drains
+                for e in &edits {
+                    if let Edit::Remove { old } = *e {
+                        let name = &spec.classes[old].name;
+                        if let Some(at) = (0..live.sched().spec_len())
+                            .find(|&c| live.sched().spec_of(c).map(|s| &s.name) == Some(name))
+                        {
+                            assert!(live.draining().contains(&at), "{name} drains");
+                        }
+                    }
+                }
+                let still: Vec<usize> = (0..new.classes.len())
+                    .map(|i| live.index(i).unwrap())
+                    .collect();
+                for (at, s) in sources.iter_mut() {
+                    s.configured &= still.contains(at);
+                }
+                spec = new;
+                attach(&mut live, &spec, &offers, &mut sources, now);
+                // a move is refused (a class whose parent keeps another child, so that
+                // the parent stays inner)
+                let siblings = |c: usize| {
+                    let p = spec.classes[c].parent;
+                    spec.classes.iter().filter(|x| x.parent == p).count()
+                };
+                if let Some(c) = (0..spec.classes.len())
+                    .find(|&c| spec.classes[c].parent.is_some() && siblings(c) > 1)
+                {
+                    let mut moved = spec.clone();
+                    moved.classes[c].parent = None;
+                    let e = diff(&spec, &moved).unwrap_err();
+                    assert!(e.to_string().contains("parent cannot change"), "{e}");
+                    refusals += 1;
+                }
+            }
+            let before = live.draining().len();
+            live.drain();
+            drained += before - live.draining().len();
+            if paused && live.draining().is_empty() {
+                // measured after a second of warm-up
+                for s in sources.values_mut() {
+                    s.next = s.next.max(now as f64);
+                }
+                rates_from = now + 1_000_000_000;
+                end = rates_from + 2_000_000_000;
+            }
+            let paused = now >= changes_end && rates_from == 0;
+            let next_arrival = sources
+                .values()
+                .filter(|s| s.configured && !paused && s.offer.is_some())
+                .map(|s| s.next.ceil() as u64)
+                .min()
+                .unwrap_or(u64::MAX);
+            match live.sched_mut().dequeue(now) {
+                Dequeued::Packet { flow, pkt } => {
+                    sent += 1;
+                    sources.get_mut(&flow.class()).unwrap().queued -= 1;
+                    if rates_from > 0 && now >= rates_from {
+                        *bytes.entry(flow.class()).or_default() += f64::from(pkt.len);
+                    }
+                    now += u64::from(pkt.len) * 8_000_000_000 / link;
+                }
+                Dequeued::Wait(w) => now = w.min(next_arrival),
+                // (greedy sources that paused send at the next step)
+                Dequeued::Idle => now = next_arrival.min(now + 1_000),
+            }
+            live.sched().check_invariants().unwrap();
+        }
+        loop {
+            match live.sched_mut().dequeue(now) {
+                Dequeued::Packet { .. } => sent += 1,
+                Dequeued::Wait(w) => now = w,
+                Dequeued::Idle => break,
+            }
+        }
+        assert_eq!(sent, accepted, "seed {seed}: every accepted packet left");
+        live.drain();
+        assert!(
+            live.draining().is_empty(),
+            "seed {seed}: removed classes drained"
+        );
+        // the configuration in force gets its fluid allocation
+        let offered: Vec<Offer> = spec
+            .classes
+            .iter()
+            .map(|c| offers.get(&c.name).copied().flatten())
+            .collect();
+        let want = allocate_tree(link as f64, &fluid(&spec, &offered)).unwrap();
+        let mut got = vec![0.0; spec.classes.len()];
+        for i in 0..spec.classes.len() {
+            let b = bytes.get(&live.index(i).unwrap()).copied().unwrap_or(0.0);
+            let mut up = Some(i);
+            while let Some(c) = up {
+                got[c] += b * 8e9 / (end - rates_from) as f64;
+                up = spec.classes[c].parent;
+            }
+        }
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 0.005 * w + 0.001 * link as f64,
+                "seed {seed} class {}: {g:.0} against {w:.0}\n{spec:#?}",
+                spec.classes[i].name
+            );
+        }
+    }
+    assert!(reshapes > 30 * 50, "{reshapes} reshapes");
+    assert!(
+        added > 100 && drained > 30 && refusals > 100,
+        "{added} added, {drained} drained, {refusals} refused"
+    );
+}

@@ -15,15 +15,18 @@
 //! - [`leaves`]: where the flows live: one scheduler per leaf, or one policy per leaf over
 //!   a shared flow table;
 //! - [`gcra`]: the rate and ceil buckets;
-//! - [`timers`]: when classes over their ceil or rate may go on.
+//! - [`timers`]: when classes over their ceil or rate may go on;
+//! - [`live`]: a running tree following its configuration as it changes.
 
 pub mod discipline;
 pub mod gcra;
 pub mod leaves;
+pub mod live;
 pub mod sched;
 pub mod spec;
 pub mod timers;
 
+pub use live::{diff, Edit, LiveTree};
 pub use sched::{ClassStats, Dequeued, TreeFlow, TreeFlowError, TreeSched};
 pub use spec::{ClassSpec, SpecError, TreeSpec};
 

@@ -401,6 +401,25 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
         })
     }
 
+    /// How many classes it has had: the first tree's and those added since, removed ones
+    /// included (indices are never reused).
+    pub fn spec_len(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// The values of class `class`, as its tree and its changes gave them (its parent as
+    /// an index here), unless it was removed.
+    pub fn spec_of(&self, class: usize) -> Option<&ClassSpec> {
+        let c = self.node_of(class).ok()?;
+        self.specs.get(c as usize - 1)
+    }
+
+    /// Whether class `class` is a leaf (holds flows), unless it was removed.
+    pub fn is_leaf(&self, class: usize) -> Option<bool> {
+        let c = self.node_of(class).ok()?;
+        Some(self.nodes[c as usize].is_leaf)
+    }
+
     fn node_of(&self, class: usize) -> Result<u32, SpecError> {
         if class + 1 >= self.nodes.len() || self.nodes[class + 1].dead {
             return Err(SpecError::NoClass {
@@ -983,29 +1002,34 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
     }
 
     /// Counters of class `class` (`tc -s class show`), with the drops and backlog of the
-    /// leaves below it: O(classes) for an inner class (control path).
+    /// leaves below it: O(leaves x depth) (control path).
     pub fn class_stats(&self, class: usize) -> Option<ClassStats> {
-        let c = class + 1;
-        let mut st = *self.stats.get(c)?;
+        self.all_class_stats().get(class).copied().flatten()
+    }
+
+    /// [`Self::class_stats`] of every class at once, by index (`None` for a removed one):
+    /// O(leaves x depth), for a statistics snapshot (control path).
+    pub fn all_class_stats(&self) -> Vec<Option<ClassStats>> {
+        let mut all = self.stats.clone();
         for (i, n) in self.nodes.iter().enumerate().skip(1) {
             if !n.is_leaf || n.dead {
                 continue;
             }
+            let l = self.leaves.stats(n.slot);
             let mut up = i as u32;
-            while up != ROOT && up as usize != c {
+            while up != ROOT {
+                let st = &mut all[up as usize];
+                st.drops.add_all(&l.drops);
+                st.backlog.pkts += l.backlog.pkts;
+                st.backlog.bytes += l.backlog.bytes;
                 up = self.nodes[up as usize].parent;
             }
-            if up as usize != c {
-                continue;
-            }
-            let l = self.leaves.stats(n.slot);
-            for (r, k) in l.drops.nonzero() {
-                st.drops.add(r, k);
-            }
-            st.backlog.pkts += l.backlog.pkts;
-            st.backlog.bytes += l.backlog.bytes;
         }
-        Some(st)
+        all.into_iter()
+            .zip(&self.nodes)
+            .skip(1)
+            .map(|(st, n)| (!n.dead).then_some(st))
+            .collect()
     }
 
     /// Whether no packet is queued anywhere in the tree: O(1).

@@ -240,6 +240,12 @@ impl TreeSpec {
                 }
             }
         }
+        let mut names = std::collections::HashSet::with_capacity(n);
+        if let Some(c) = self.classes.iter().find(|c| !names.insert(c.name.as_str())) {
+            return Err(SpecError::Duplicate {
+                class: c.name.clone(),
+            });
+        }
         let has_children = self.has_children();
         for (i, c) in self.classes.iter().enumerate() {
             let class = || c.name.clone();
@@ -290,6 +296,8 @@ pub enum SpecError {
     Mtu { mtu: u32 },
     #[error("class {class}: parent {parent} is not a class")]
     NoParent { class: String, parent: usize },
+    #[error("two classes are named {class}")]
+    Duplicate { class: String },
     #[error("class {class} is its own ancestor")]
     Cycle { class: String },
     #[error("class {class} is {depth} levels deep (at most {MAX_DEPTH})")]
