@@ -233,8 +233,8 @@ fn resolve_algorithm(s: &SchedSpec) -> Result<(String, Vec<(String, String)>), S
 /// Checks scheduler `s`'s place in a tree of classes against the other schedulers: a class
 /// has an existing parent, no link of its own, a ceil at least its rate, a band and
 /// weight in range, and is at most `MAX_DEPTH` levels deep with no cycle; a scheduler
-/// with classes under it runs an algorithm that can order classes.
-fn check_class(cfg: &Config, s: &SchedSpec) -> Result<(), String> {
+/// with classes under it (`has_classes`) runs an algorithm that can order classes.
+fn check_class(cfg: &Config, s: &SchedSpec, has_classes: bool) -> Result<(), String> {
     let what = format!("sched {}", s.id);
     let parent_of = |id: u32| {
         cfg.schedulers
@@ -242,11 +242,7 @@ fn check_class(cfg: &Config, s: &SchedSpec) -> Result<(), String> {
             .and_then(|x| x.class)
             .map(|k| k.parent)
     };
-    if cfg
-        .schedulers
-        .values()
-        .any(|x| x.class.is_some_and(|k| k.parent == s.id))
-    {
+    if has_classes {
         tree::spec::inner_kind(&s.algorithm).map_err(|err| format!("{what}: {err}"))?;
     }
     let Some(k) = s.class else { return Ok(()) };
@@ -370,14 +366,14 @@ pub fn resolve(draft: Draft) -> Result<Config, ConfigError> {
             ));
         }
     }
-    for Located { item, at } in &draft.schedulers {
-        check_class(&cfg, item).map_err(|m| e(*at, m))?;
-    }
     let has_classes: BTreeSet<u32> = cfg
         .schedulers
         .values()
         .filter_map(|s| s.class.map(|k| k.parent))
         .collect();
+    for Located { item, at } in &draft.schedulers {
+        check_class(&cfg, item, has_classes.contains(&item.id)).map_err(|m| e(*at, m))?;
+    }
     for Located { item, at } in &draft.flowsets {
         let what = format!("queue {}", item.id);
         check_id("queue", item.id).map_err(|m| e(*at, m))?;

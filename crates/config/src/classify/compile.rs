@@ -115,17 +115,17 @@ fn invalid(msg: String) -> ConfigError {
 /// The tree of classes under scheduler `root`, if it has any: every class below it, parents
 /// before children, each named `sched N`; `leaf_of` gets the class index of each class
 /// (so of each leaf, the flowsets' schedulers).
-fn tree_of(config: &Config, root: u32, leaf_of: &mut BTreeMap<u32, u32>) -> Option<Arc<TreeSpec>> {
-    let children = |id: u32| {
-        config
-            .schedulers
-            .values()
-            .filter(move |s| s.class.is_some_and(|k| k.parent == id))
-    };
+fn tree_of(
+    config: &Config,
+    root: u32,
+    children_of: &BTreeMap<u32, Vec<u32>>,
+    leaf_of: &mut BTreeMap<u32, u32>,
+) -> Option<Arc<TreeSpec>> {
+    let children = |id: u32| children_of.get(&id).into_iter().flatten().copied();
     children(root).next()?;
     let root_spec = &config.schedulers[&root];
     let mut spec = TreeSpec::new(&root_spec.algorithm);
-    let mut todo: Vec<(u32, Option<usize>)> = children(root).map(|s| (s.id, None)).collect();
+    let mut todo: Vec<(u32, Option<usize>)> = children(root).map(|id| (id, None)).collect();
     let mut i = 0;
     while i < todo.len() {
         let (id, parent) = todo[i];
@@ -144,7 +144,7 @@ fn tree_of(config: &Config, root: u32, leaf_of: &mut BTreeMap<u32, u32>) -> Opti
         c.prio = k.prio;
         let index = spec.add(c);
         leaf_of.insert(id, index as u32);
-        todo.extend(children(id).map(|s| (s.id, Some(index))));
+        todo.extend(children(id).map(|c| (c, Some(index))));
         i += 1;
     }
     Some(Arc::new(spec))
@@ -182,11 +182,17 @@ impl Classifier {
         // Where each configured scheduler's flowsets go: its own instance (a link
         // scheduler), or a leaf of the tree of its root (a class).
         let mut leaf_of: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut children_of: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for s in config.schedulers.values() {
+            if let Some(k) = s.class {
+                children_of.entry(k.parent).or_default().push(s.id);
+            }
+        }
         for s in config.schedulers.values() {
             if s.class.is_some() {
                 continue;
             }
-            let tree = tree_of(config, s.id, &mut leaf_of);
+            let tree = tree_of(config, s.id, &children_of, &mut leaf_of);
             sched_index.insert(s.id, scheds.len() as u32);
             let link = config.link_of(s);
             scheds.push(Sched {
