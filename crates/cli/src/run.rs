@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
+use pspat_engine::ClassTable;
 use pspat_run::{live, Run, Scenario, ScenarioError};
 
 use crate::signals::Signals;
@@ -120,6 +121,11 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         None => None,
     };
     let mut next_stats = stats_every.map(|e| start + e);
+    // Trees of classes get a live table per inner class and per plan beside the tenants'.
+    let mut trees_prev = match &sc.dummynet {
+        Some(_) if !a.json => Some(run.dummynet_stats()?).filter(|d| d.has_trees()),
+        _ => None,
+    };
     while !run.is_over() && !signals.stop_requested() {
         std::thread::sleep(Duration::from_millis(20).min(run.remaining()));
         if let Some(r) = run.poll_reload() {
@@ -147,6 +153,11 @@ pub fn main_job(a: &RunArgs) -> Result<()> {
         }
         emit(&format!("t={:.1}s\n{t}", run.elapsed().as_secs_f64()))?;
         prev = now;
+        if let Some(old) = &trees_prev {
+            let ds = run.dummynet_stats()?;
+            emit(&ClassTable::between(old, &ds).to_string())?;
+            trees_prev = Some(ds);
+        }
         if let (Some(due), Some(every)) = (next_stats, stats_every) {
             if Instant::now() >= due {
                 next_stats = Some(due + every);

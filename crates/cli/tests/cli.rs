@@ -647,6 +647,54 @@ fn run_with_a_dummynet_configuration_follows_its_rules_masks_and_weights() {
 }
 
 #[test]
+fn run_shows_a_tree_per_site_and_plan_and_every_class_in_the_json() {
+    let sc = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/run-isp.toml");
+    let o = run(&[
+        "run",
+        "--config",
+        sc,
+        "--duration",
+        "1.2s",
+        "--interval",
+        "0.4s",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for want in [
+        "sched 1 classes",
+        "  sched 2 ",
+        "  sched 5 ",
+        "plans (leaf classes)",
+        // the plans: rate, ceil, band, weight, classes
+        " 10.000 Mbit/s  300.000 Mbit/s    0      4      334 ",
+        "  2.000 Mbit/s   25.000 Mbit/s    1      1      333 ",
+    ] {
+        assert!(
+            o.stdout.contains(want),
+            "missing {want:?} in:\n{}",
+            o.stdout
+        );
+    }
+    let o = run(&["run", "--config", sc, "--duration", "1s", "--json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let inst = &v["dummynet"]["schedulers"][0]["instances"][0];
+    let classes = inst["classes"].as_array().unwrap();
+    assert_eq!(classes.len(), 4 + 1000, "sites and subscribers");
+    // what the sites sent is what the instance sent; a subscriber never beats its ceil
+    let sent = |c: &serde_json::Value| c["counters"]["sent_bytes"].as_u64().unwrap();
+    let sites: u64 = classes.iter().filter(|c| c["depth"] == 0).map(sent).sum();
+    assert_eq!(sites, inst["totals"]["sent_bytes"].as_u64().unwrap());
+    let bulk = classes.iter().find(|c| c["name"] == "sched 1008").unwrap();
+    let secs = v["seconds"].as_f64().unwrap();
+    // 25 Mbit/s over the run, plus its default cburst (1 ms) and a packet
+    assert!(
+        (sent(bulk) as f64) < 25e6 / 8.0 * secs + 3125.0 + 1514.0,
+        "{bulk}"
+    );
+    assert_eq!(bulk["ceil_bps"], 25_000_000);
+}
+
+#[test]
 fn run_prints_statistics_per_instance_and_queue_of_a_dummynet_configuration() {
     let sc = concat!(
         env!("CARGO_MANIFEST_DIR"),

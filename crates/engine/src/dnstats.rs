@@ -410,6 +410,8 @@ pub struct SchedulerStats {
     pub live: bool,
     /// Its algorithm's name, as configured.
     pub algorithm: String,
+    /// The classes of its tree (0: it schedules queues, not a tree).
+    pub classes: usize,
     /// Every instance's link rate, bit/s (0 = unlimited).
     pub bandwidth_bps: u64,
     /// What every instance's link charges for a frame (default: its length).
@@ -471,6 +473,11 @@ impl DummynetStats {
         }
         t.drops.add(ArbiterDrop::NoClass, self.no_class_drops);
         t
+    }
+
+    /// Whether a scheduler schedules a tree of classes.
+    pub fn has_trees(&self) -> bool {
+        self.schedulers.iter().any(|s| s.classes > 0)
     }
 
     /// The scheduler `sched`, if the engine has had it.
@@ -584,6 +591,7 @@ impl DummynetStats {
                     sched: st.sched.origin.into(),
                     live: st.live,
                     algorithm: st.sched.algorithm.clone(),
+                    classes: st.sched.tree.as_ref().map_or(0, |t| t.classes.len()),
                     bandwidth_bps: st.sched.bandwidth_bps,
                     framing: st.sched.framing,
                     delay_ns: st.sched.delay_ns,
@@ -959,6 +967,7 @@ mod tests {
                 sched: SchedRef::Sched(1),
                 live: true,
                 algorithm: "drr".into(),
+                classes: 0,
                 bandwidth_bps: 8_000_000,
                 framing: Framing::PLAIN,
                 delay_ns: 0,

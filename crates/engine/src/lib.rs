@@ -24,7 +24,8 @@
 //! | `hops.rs` | chained pipes (`one_pass 0`): a packet crossing several pipes and queues | |
 //! | `red.rs` | RED and GRED early drop of a queue, as dummynet | |
 //! | `dice.rs` | the arbiter's seeded random numbers (loss, RED) | |
-//! | `dnstats.rs` | their statistics per scheduler, instance and queue (`tc -s`) | |
+//! | `dnstats.rs` | their statistics per scheduler, instance, class and queue (`tc -s`) | |
+//! | `classtable.rs` | a live summary of trees: per inner class and per plan | |
 //! | `keyring.rs` | how a client hands the arbiter a packet's 5-tuple | |
 //! | `control.rs` | run-time changes (rates, weights, configurations) | |
 //! | `reload.rs` | a configuration file watched and applied to the running engine | |
@@ -48,6 +49,7 @@ pub mod activity;
 mod aggregate;
 mod arbiter;
 pub mod barrier;
+pub mod classtable;
 pub mod client;
 pub mod clock;
 pub mod config;
@@ -76,12 +78,13 @@ mod tx;
 pub mod wake;
 
 pub use arbiter::ScanOutcome;
+pub use classtable::ClassTable;
 pub use client::{Accepted, Client, SubmitError};
 pub use config::{ClientConfig, EngineConfig, Handoff};
 pub use control::Change;
 pub use dnstats::{
     ClassRef, Counters, Drops, DummynetRates, DummynetStats, InstanceStats, QueueStats, Rate,
-    SchedRef, SchedulerStats,
+    SchedRef, SchedulerStats, TreeClassStats,
 };
 pub use engine::{error_chain, Engine, EngineError, EngineReport, EngineSnapshot, SchedSummary};
 pub use lock::{LockClient, LockStats, LockedEngine};

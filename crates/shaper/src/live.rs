@@ -4,10 +4,12 @@
 use crate::counters::EngineTotals;
 use crate::report::{drop_line, rate};
 use crate::shaper::Snapshot;
+use pspat_engine::ClassTable;
 
 /// Totals and rates from `prev` to `now` (receive, transmit, queued), the drop counters
-/// that are not zero, then the per-instance and per-queue table of `now` and their rates
-/// since `prev` (when both have it).
+/// that are not zero, the trees' classes per inner class and per plan (`ClassTable`), then
+/// the per-instance, per-class and per-queue table of `now` and their rates since `prev`
+/// (when both have it).
 pub fn live_view(prev: &Snapshot, now: &Snapshot) -> String {
     let secs = now.engine.at_ns.saturating_sub(prev.engine.at_ns) as f64 / 1e9;
     let (e0, e1) = (
@@ -32,6 +34,13 @@ pub fn live_view(prev: &Snapshot, now: &Snapshot) -> String {
                 d.as_secs_f64(),
                 l.last_error
             ));
+        }
+    }
+    if let (Some(d), Some(old)) = (&now.dummynet, &prev.dummynet) {
+        let trees = ClassTable::between(old, d);
+        if !trees.trees.is_empty() {
+            s.push('\n');
+            s.push_str(&trees.to_string());
         }
     }
     if let Some(d) = &now.dummynet {
