@@ -112,6 +112,10 @@ fn invalid(msg: String) -> ConfigError {
     ConfigError::Invalid(msg)
 }
 
+/// What a leaf class may hold: no bound of its own, beyond its flowsets' queue limits and
+/// the engine's packet capacity (as a scheduler instance without classes).
+const LEAF_PACKETS: u32 = 1 << 30;
+
 /// The tree of classes under scheduler `root`, if it has any: every class below it, parents
 /// before children, each named `sched N`; `leaf_of` gets the class index of each class
 /// (so of each leaf, the flowsets' schedulers).
@@ -142,6 +146,7 @@ fn tree_of(
         c.cburst = k.cburst;
         c.weight = k.weight;
         c.prio = k.prio;
+        c.limit_pkts = LEAF_PACKETS;
         let index = spec.add(c);
         leaf_of.insert(id, index as u32);
         todo.extend(children(id).map(|c| (c, Some(index))));
