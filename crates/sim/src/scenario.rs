@@ -74,7 +74,9 @@
 //! ```
 //!
 //! A leaf holds the sum of its flows' `limit_pkts`; the tree's budget (`mtu`) is the
-//! largest `max_len` of the flows. The classes are checked as the configurations' are
+//! largest `max_len` of the flows. The classes' throughput is measured from `warmup_ms`
+//! (default: a fifth of the traffic's span) to the end of the traffic
+//! ([`crate::classes`]). The classes are checked as the configurations' are
 //! ([`pspat_sched::tree::TreeSpec::validate`]: weights, bands, ceils against rates,
 //! depth, cycles, inner algorithms), with the class named in the message. A tree does not
 //! run on a framed link here (`framing`, `overhead`, `mpu`, `linklayer`: its rates count
