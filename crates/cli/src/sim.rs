@@ -20,11 +20,17 @@ delays then run from arrival to delivery; T-WFI, B-WFI and the GPS metrics stay 
 wire's release times. --framing, --overhead, --mpu and --linklayer give the wire a pipe's \
 framing (what it charges for a packet: `pipe 1 config ... linklayer atm overhead 10`); the \
 service metrics then count the wire's bytes.\n\n\
+With [[classes]] tables the flows go to the leaves of a tree of classes (rate, ceil, weight, \
+band; HTB's model) and every class is measured: its throughput against the fluid \
+allocation of the tree and, when weights alone share the link, its T-WFI against \
+hierarchical GPS beside the bound of the tree's design (examples/sim/tree-rates.toml, \
+examples/sim/tree-weights.toml).\n\n\
 FILE is a scenario (see crates/sim/src/scenario.rs) or a sweep (a file with `algs = [...]`, \
 see crates/sim/src/sweep.rs: the reproductions of the papers under scenarios/). Without FILE, \
 the scenario comes from the flags: --alg, --rate, --txq and one --flow per group, an inline \
 TOML table.",
     after_help = "Examples:\n  pspat sim scenarios/scrr-fig2.toml\n  pspat sim scenarios/mix.toml --alg drr --plots out/\n  \
+pspat sim examples/sim/tree-rates.toml\n  \
 pspat sim examples/sim/dummynet-emulation.toml --plr 0.05 --delay 20ms\n  \
 pspat sim --alg qfq --rate 1e9 --packets 100000 \\\n    --flow 'name=\"heavy\", weight=3, size={kind=\"fixed\",len=1500}, arrival={kind=\"backlogged\"}' \\\n    \
 --flow 'name=\"voip\", count=10, size={kind=\"fixed\",len=200}, arrival={kind=\"cbr\",rate_bps=64e3}'"
@@ -33,7 +39,8 @@ pub struct SimArgs {
     /// Scenario or sweep file (TOML).
     #[arg(value_name = "FILE")]
     file: Option<PathBuf>,
-    /// Algorithm (overrides the file's), `name@key=value,...`.
+    /// Algorithm (overrides the file's; a tree's: how the link orders its top classes),
+    /// `name@key=value,...`.
     #[arg(long, value_name = "NAME")]
     alg: Option<String>,
     /// Link rate (10G, 1e9, 100Mbit/s; a bare number is bit/s; flags-only scenarios

@@ -362,11 +362,8 @@ fn simulate(
     let mut next_arrival = 0.0_f64; // ns, while filling
     loop {
         let t_arrival = (filling && generated < spec.packets).then_some(next_arrival.floor());
-        let t = match (t_arrival, link.next_completion()) {
-            (None, None) => break,
-            (Some(a), None) => a,
-            (None, Some(c)) => c,
-            (Some(a), Some(c)) => a.min(c),
+        let Some(t) = link.next_event_with(t_arrival) else {
+            break;
         };
         link.advance_to(t);
         // The arrivals of this instant.

@@ -155,19 +155,8 @@ fn rates(spec: &TreeSpec, out: &[Departure], from: u64, to: u64) -> Vec<f64> {
 }
 
 fn fluid(spec: &TreeSpec, offers: &[Offer]) -> Vec<FluidClass> {
-    let inner = spec.has_children();
-    spec.classes
-        .iter()
-        .enumerate()
-        .map(|(i, c)| FluidClass {
-            parent: c.parent,
-            rate: c.rate_bps as f64,
-            ceil: c.ceil_bps.map_or(f64::INFINITY, |b| b as f64),
-            weight: f64::from(c.weight),
-            prio: c.prio,
-            offered: (!inner[i]).then(|| offers[i].unwrap_or(f64::INFINITY)),
-        })
-        .collect()
+    let offered: Vec<f64> = offers.iter().map(|o| o.unwrap_or(f64::INFINITY)).collect();
+    FluidClass::of_tree(spec, &offered)
 }
 
 /// Checks every class's throughput after a warm-up against the fluid allocation: within

@@ -5,7 +5,9 @@
 //! QFQ+ paper, appendix A.4), and the measurements users choose a scheduler by: per-flow
 //! throughput and share against the weight share, delay percentiles, burst completion
 //! times, T-WFI and B-WFI against the exact fluid GPS reference, Jain's index; JSON, CSV
-//! and SVG plots.
+//! and SVG plots. A scenario with `[[classes]]` runs a tree of classes
+//! ([`pspat_sched::tree`]) instead of one scheduler, and [`classes`] measures each class
+//! against the tree's references: the fluid allocation, and hierarchical GPS.
 //!
 //! It is built on the reference models of `pspat-sched` ([`pspat_sched::reference`]): the
 //! link is [`pspat_sched::reference::link::VirtualLink`], the fluid reference
@@ -42,6 +44,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod classes;
 pub mod error;
 pub mod metrics;
 pub mod plot;

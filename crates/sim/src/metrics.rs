@@ -87,7 +87,8 @@ pub struct FlowReport {
     pub group: String,
     /// Weight.
     pub weight: u32,
-    /// Weight share `w / sum w` over all flows.
+    /// Weight share `w / sum w` over all flows; in a tree, its leaf's share by weights
+    /// times `w` over the weights of its leaf's flows ([`ClassReport::phi`]).
     pub phi: f64,
     /// Packets arrived.
     pub arrived: u64,
@@ -111,8 +112,9 @@ pub struct FlowReport {
     /// Burst (response, frame) completion times, first arrival to last delivery, ns; empty
     /// for non-bursty flows.
     pub bursts: Pcts,
-    /// Measured T-WFI, ns (QFQ+ paper eq. 1), when measured. It and the other service
-    /// metrics below are on the wire's release times, without the emulated delay.
+    /// Measured T-WFI, ns (QFQ+ paper eq. 1), when measured (not in a tree: its classes
+    /// are, [`ClassReport`]). It and the other service metrics below are on the wire's
+    /// release times, without the emulated delay.
     pub t_wfi_ns: Option<f64>,
     /// T-WFI in the flow's packet service times `L_i / (phi_i R)`.
     pub t_wfi_service_times: Option<f64>,
@@ -169,13 +171,87 @@ pub struct GroupReport {
     pub gps_delay_ns: Option<f64>,
 }
 
+/// One class of a tree: what it sent, against the fluid allocation of the tree, and its
+/// service against hierarchical GPS when weights alone share the link (see
+/// [`crate::classes`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ClassReport {
+    /// Name.
+    pub name: String,
+    /// Its parent's name (`None`: under the link).
+    pub parent: Option<String>,
+    /// Its algorithm: how it orders its children, or a leaf's flows.
+    pub alg: String,
+    /// Whether it is a leaf (it holds flows).
+    pub leaf: bool,
+    /// Guaranteed rate, bit/s (0: none).
+    pub rate_bps: u64,
+    /// Ceil, bit/s.
+    pub ceil_bps: Option<u64>,
+    /// Weight among its siblings of its band.
+    pub weight: u32,
+    /// Band among its siblings.
+    pub prio: u8,
+    /// Flows in its subtree.
+    pub flows: u32,
+    /// Packets sent through it, the whole run.
+    pub packets: u64,
+    /// Bytes sent through it, the whole run.
+    pub bytes: u64,
+    /// Of those, bytes its parent served within its rate (its guarantee: HTB's `lended`).
+    pub lent_bytes: u64,
+    /// Bytes it borrowed from its parent's excess.
+    pub borrowed_bytes: u64,
+    /// Times it went over its ceil with packets to send.
+    pub overlimits: u64,
+    /// What its subtree's flows brought over the window, bit/s; `None`: a backlogged flow
+    /// (greedy, an infinite offer).
+    pub offered_bps: Option<f64>,
+    /// What it sent over the window, bit/s.
+    pub throughput_bps: f64,
+    /// Its fluid allocation ([`pspat_sched::reference::fluid::allocate_tree`]) for those
+    /// offers, bit/s.
+    pub fluid_bps: f64,
+    /// `throughput / fluid - 1` (`None` when the allocation is 0).
+    pub fluid_error: Option<f64>,
+    /// Its share of the link by weights alone (the product of its and its ancestors'
+    /// weights over their siblings').
+    pub phi: f64,
+    /// Measured T-WFI against its share, ns (weight-only trees).
+    pub t_wfi_ns: Option<f64>,
+    /// The bound the tree's design claims for that T-WFI, ns (a leaf whose packets leave in
+    /// arrival order under WF2Q+ and QFQ nodes).
+    pub t_wfi_bound_ns: Option<f64>,
+    /// Largest completion time behind hierarchical GPS, ns (weight-only trees).
+    pub hgps_delay_ns: Option<f64>,
+}
+
+/// A tree's run as a whole (see [`crate::classes`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct TreeReport {
+    /// Start of the window of the classes' throughput, ns.
+    pub window_start_ns: f64,
+    /// Its end: when the traffic stopped, ns.
+    pub window_end_ns: f64,
+    /// Whether weights alone share the link (no rate, no ceil, one band): the T-WFI and
+    /// H-GPS columns are measured then.
+    pub weight_only: bool,
+    /// The class budget the bounds use (the largest packet), bytes.
+    pub mtu: u32,
+    /// Largest `|fluid_error|` over the classes.
+    pub worst_fluid_error: f64,
+    /// Largest T-WFI over its bound among the classes with a bound.
+    pub worst_t_wfi_over_bound: Option<f64>,
+}
+
 /// A point series for the plots (pspat-plot's).
 pub use pspat_plot::Series;
 
 /// What the plots of one run draw.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct PlotData {
-    /// Cumulative service of selected flows, bytes against ms: packet system and GPS.
+    /// Cumulative service of selected flows, bytes against ms: packet system and GPS (none
+    /// for a tree, whose flows GPS does not describe).
     pub service: Vec<Series>,
     /// Delay CDF per group: (delay us, fraction).
     pub delay_cdf: Vec<Series>,
@@ -242,6 +318,12 @@ pub struct SimReport {
     pub groups: Vec<GroupReport>,
     /// Per flow (omitted from the JSON above `--flows-json-max` flows; always in the CSV).
     pub per_flow: Vec<FlowReport>,
+    /// A tree's run as a whole (absent for one scheduler over every flow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree: Option<TreeReport>,
+    /// A tree's classes, in the scenario's order (absent for one scheduler).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassReport>,
     /// Plot data.
     #[serde(skip)]
     pub plot: PlotData,
@@ -444,16 +526,23 @@ impl std::fmt::Display for SimReport {
             "T-WFI us",
             "(svc times)"
         )?;
+        // A tree with rates, ceils or bands owes its flows no share by weight: the classes
+        // say what they are owed.
+        let shared_by_weight = self.tree.as_ref().map_or(true, |t| t.weight_only);
         for g in &self.groups {
             let us = |ns: f64| if ns.is_nan() { f64::NAN } else { ns / 1e3 };
             writeln!(
                 f,
-                "{:<12} {:>6} {:>6} {:>12.3} {:>8.3} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.2} {:>10} {:>10}",
+                "{:<12} {:>6} {:>6} {:>12.3} {:>8} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.2} {:>10} {:>10}",
                 g.name,
                 g.flows,
                 g.weight,
                 g.throughput_bps / 1e6,
-                g.share_over_phi,
+                if shared_by_weight {
+                    format!("{:.3}", g.share_over_phi)
+                } else {
+                    "-".into()
+                },
                 us(g.delay.p50),
                 us(g.delay.p99),
                 us(g.delay.max),
@@ -464,8 +553,81 @@ impl std::fmt::Display for SimReport {
                     .map_or("-".into(), |v| format!("{v:.3}")),
             )?;
         }
+        if let Some(t) = &self.tree {
+            write_classes(f, t, &self.classes)?;
+        }
         Ok(())
     }
+}
+
+/// A tree's part of the report: the window and worst figures, then a class a line.
+fn write_classes(
+    f: &mut std::fmt::Formatter<'_>,
+    t: &TreeReport,
+    classes: &[ClassReport],
+) -> std::fmt::Result {
+    writeln!(
+        f,
+        "classes: throughput over {:.3}..{:.3} ms against the fluid allocation (worst error \
+         {:.3}%){}",
+        t.window_start_ns / 1e6,
+        t.window_end_ns / 1e6,
+        100.0 * t.worst_fluid_error,
+        if t.weight_only {
+            format!(
+                "; weights only: T-WFI against H-GPS{}",
+                t.worst_t_wfi_over_bound
+                    .map_or(String::new(), |w| format!(" (worst {w:.3} of its bound)"))
+            )
+        } else {
+            String::new()
+        }
+    )?;
+    writeln!(
+        f,
+        "{:<12} {:<10} {:<7} {:>10} {:>10} {:>6} {:>4} {:>5} {:>9} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9}",
+        "class",
+        "parent",
+        "alg",
+        "rate",
+        "ceil",
+        "weight",
+        "prio",
+        "flows",
+        "offered",
+        "Mbit/s",
+        "fluid",
+        "error %",
+        "T-WFI us",
+        "bound us",
+        "H-GPS us"
+    )?;
+    let bw = |b: Option<u64>| b.map_or("-".into(), pspat_units::format_bandwidth);
+    let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2}", v / 1e3));
+    for c in classes {
+        writeln!(
+            f,
+            "{:<12} {:<10} {:<7} {:>10} {:>10} {:>6} {:>4} {:>5} {:>9} {:>10.3} {:>10.3} {:>8} {:>9} {:>9} {:>9}",
+            c.name,
+            c.parent.as_deref().unwrap_or("-"),
+            c.alg,
+            bw((c.rate_bps > 0).then_some(c.rate_bps)),
+            bw(c.ceil_bps),
+            c.weight,
+            c.prio,
+            c.flows,
+            c.offered_bps
+                .map_or("greedy".into(), |o| format!("{:.3}", o / 1e6)),
+            c.throughput_bps / 1e6,
+            c.fluid_bps / 1e6,
+            c.fluid_error
+                .map_or("-".into(), |e| format!("{:+.3}", 100.0 * e)),
+            us(c.t_wfi_ns),
+            us(c.t_wfi_bound_ns),
+            us(c.hgps_delay_ns),
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -25,6 +25,16 @@
 //! The scheduler is built through [`registry::visit`], so this loop is compiled once per
 //! algorithm with the scheduler's concrete type.
 //!
+//! # Trees of classes
+//!
+//! A scenario with `[[classes]]` runs a [`TreeSched`] instead, built through
+//! [`pspat_sched::tree::visit`] (so the loop is compiled once per kind of leaves as well),
+//! each flow in the leaf its group names. The tree is told the time of each arrival and of
+//! each decision (the link's time rounded down to whole nanoseconds), and when every class
+//! that has packets is over its ceil it says until when to wait: the dequeue unit asks
+//! again then ([`VirtualLink::next_wake`]), a third kind of event beside the arrivals and
+//! the completions. [`crate::classes`] measures each class.
+//!
 //! # Link emulation (dummynet's pipe `plr` and `delay`)
 //!
 //! As in FreeBSD's `ip_dn_io.c`, around the scheduler and its wire:
@@ -72,12 +82,15 @@ use std::time::Instant;
 use pspat_harness::rng::WyRand;
 use pspat_sched::framing::Framing;
 use pspat_sched::reference::gps::FluidGps;
-use pspat_sched::reference::link::VirtualLink;
+use pspat_sched::reference::link::{LinkScheduler, VirtualLink};
 use pspat_sched::reference::trace::{Arrival, Trace};
 use pspat_sched::reference::wfi::{measure, FlowService};
 use pspat_sched::registry::{self, SchedulerVisitor};
+use pspat_sched::tree::leaves::Leaves;
+use pspat_sched::tree::{ClassStats, TreeSched, TreeVisitor};
 use pspat_sched::{Desc, Scheduler};
 
+use crate::classes;
 use crate::error::SimError;
 use crate::metrics::{
     jain, BurstRow, FlowReport, GroupReport, Pcts, PlotData, Series, SimReport, PLR,
@@ -152,6 +165,9 @@ struct State {
     /// Exact next arrival time of each flow's source (the heap holds it rounded up).
     next_ns: Vec<f64>,
     generating: bool,
+    /// When the traffic stopped: the end of `duration_ms`, or the arrival `packets` did
+    /// not let in (`NaN` while it goes on).
+    stop_ns: f64,
     arrivals: u64,
     max_packets: u64,
     end_ns: f64,
@@ -188,169 +204,226 @@ impl State {
     }
 }
 
-struct Runner<'a> {
+/// The raw outcome of a run, before reduction.
+pub(crate) struct Outcome {
+    acc: Vec<Acc>,
+    pub(crate) arrivals: Vec<Arrival>,
+    pub(crate) trace: Trace,
+    /// When the traffic stopped (see [`State::stop_ns`]); the last arrival if it ran out.
+    pub(crate) stop_ns: f64,
+    /// A tree's counters of each class at the end (none for a flat scheduler).
+    pub(crate) classes: Vec<ClassStats>,
+}
+
+/// Runs a flat scheduler: every flow of the scenario is one of its flows.
+struct Flat<'a> {
     sc: &'a Scenario,
 }
 
-/// The raw outcome of a run, before reduction.
-struct Outcome {
-    acc: Vec<Acc>,
-    arrivals: Vec<Arrival>,
-    trace: Trace,
-}
-
-impl SchedulerVisitor<Desc> for Runner<'_> {
+impl SchedulerVisitor<Desc> for Flat<'_> {
     type Output = Result<Outcome, SimError>;
 
     fn visit<S: Scheduler<Desc> + 'static>(self, mut sched: S) -> Self::Output {
-        let sc = self.sc;
-        let n = sc.flow_count();
-        let mut ids = Vec::with_capacity(n);
-        let mut sources = Vec::with_capacity(n);
-        for g in &sc.flows {
+        let mut ids = Vec::with_capacity(self.sc.flow_count());
+        for g in &self.sc.flows {
             let params = Scenario::flow_params(g);
             for _ in 0..g.count {
-                let flow = ids.len() as u64;
                 ids.push(sched.add_flow(params)?);
-                // A seed per flow, so that a flow's traffic does not depend on the others.
-                let seed = sc.seed ^ (flow + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                sources.push(Source::new(g.arrival, g.size.clone(), seed));
             }
         }
-        let mut link =
-            VirtualLink::new(ids, sc.rate_bps, sc.txq as usize).with_framing(sc.link_framing()?);
-        let mut emu = Emulation::new(sc);
-        let mut st = State {
-            backlogged: sources
-                .iter()
-                .map(|s| matches!(s.spec(), ArrivalSpec::Backlogged { .. }))
-                .collect(),
-            sources,
-            acc: vec![Acc::default(); n],
-            heap: BinaryHeap::with_capacity(n),
-            next_ns: vec![0.0; n],
-            generating: true,
-            arrivals: 0,
-            max_packets: sc.packets.unwrap_or(u64::MAX),
-            end_ns: sc.duration_ms.map_or(f64::INFINITY, |d| d * 1e6),
-        };
-        for f in 0..n {
-            if let Some(t) = st.sources[f].first_ns() {
-                st.schedule(f as u32, t);
-            }
-            for _ in 0..st.sources[f].initial_depth() {
-                st.heap.push(Reverse((0, f as u32)));
-            }
-        }
-        let mut cursor = 0usize; // first transmission not yet accounted
-        loop {
-            let now = link.now_ns();
-            // Arrivals due now.
-            while let Some(&Reverse((t, f))) = st.heap.peek() {
-                if t as f64 > now {
-                    break;
-                }
-                st.heap.pop();
-                let fi = f as usize;
-                if !st.generating {
-                    continue;
-                }
-                let exact = if st.backlogged[fi] {
-                    t as f64
-                } else {
-                    st.next_ns[fi]
-                };
-                if exact >= st.end_ns || st.arrivals >= st.max_packets {
-                    st.generating = false;
-                    continue;
-                }
-                let (emit, next) = st.sources[fi].emit(exact);
-                st.arrivals += 1;
-                let acc = &mut st.acc[fi];
-                acc.arrived += 1;
-                if let Some(len) = emit.opens_burst {
-                    acc.open.push_back(OpenBurst {
-                        start_ns: t as f64,
-                        len,
-                        left: len,
-                        last_ns: t as f64,
-                    });
-                }
-                // plr first: a lost packet never reaches the queue or its limit.
-                let lost = emu.lost();
-                if lost || link.enqueue(&mut sched, t, fi, emit.len).is_err() {
-                    acc.drops += 1;
-                    acc.drops_plr += u64::from(lost);
-                    if let Some(b) = acc.open.back_mut() {
-                        b.left = b.left.saturating_sub(1);
-                    }
-                    st.close_bursts(fi, link.now_ns());
-                    if st.backlogged[fi] {
-                        if lost {
-                            // The source replaces it at once (the next nanosecond, so that
-                            // time moves even when everything is lost).
-                            st.heap.push(Reverse((t + 1, f)));
-                        }
-                        // A refused refill: try again when the link next takes a packet.
-                        continue;
-                    }
-                }
-                if let Next::At(t_next) = next {
-                    st.schedule(f, t_next.max(exact));
-                }
-            }
-            // The dequeue unit; backlogged flows replace what was taken.
-            for h in link.fill(&mut sched) {
-                if st.backlogged[h.flow] && st.generating {
-                    st.heap.push(Reverse((ceil_ns(now), h.flow as u32)));
-                }
-            }
-            // Transmissions started since the last pass: their release (finish) times, and
-            // so their delivery times, are known.
-            let tx = &link.trace().tx;
-            while cursor < tx.len() {
-                let r = tx[cursor];
-                cursor += 1;
-                let delivered = r.finish_ns + emu.delay_ns;
-                let acc = &mut st.acc[r.flow];
-                acc.packets += 1;
-                acc.bytes += u64::from(r.len);
-                acc.delays.push((delivered - r.arrival_ns) as f32);
-                if let Some(b) = acc.open.front_mut() {
-                    b.left -= 1;
-                    b.last_ns = b.last_ns.max(delivered);
-                    if b.left == 0 {
-                        st.close_bursts(r.flow, delivered);
-                    }
-                }
-            }
-            let t_arrival = st.heap.peek().map(|&Reverse((t, _))| t as f64);
-            let t = match (t_arrival, link.next_completion()) {
-                (None, None) => break,
-                (Some(a), None) => a,
-                (None, Some(c)) => c,
-                (Some(a), Some(c)) => a.min(c),
-            };
-            link.advance_to(t);
-        }
-        assert!(
-            sched.is_empty(),
-            "the scheduler kept packets on an idle link"
-        );
-        let (arrivals, trace) = link.finish();
-        Ok(Outcome {
-            acc: st.acc,
-            arrivals,
-            trace,
-        })
+        drive(self.sc, &mut sched, ids)
     }
+}
+
+/// Runs a tree: the flows of a group are flows of its leaf, `leaf_of[group]`.
+struct Tree<'a> {
+    sc: &'a Scenario,
+    leaf_of: &'a [usize],
+}
+
+impl TreeVisitor<Desc> for Tree<'_> {
+    type Output = Result<Outcome, SimError>;
+
+    fn visit<L: Leaves<Desc> + 'static>(self, mut tree: TreeSched<Desc, L>) -> Self::Output {
+        let mut ids = Vec::with_capacity(self.sc.flow_count());
+        for (g, &leaf) in self.sc.flows.iter().zip(self.leaf_of) {
+            let params = Scenario::flow_params(g);
+            for _ in 0..g.count {
+                let f = tree
+                    .add_flow(leaf, params)
+                    .map_err(|e| SimError::Scenario(format!("group '{}': {e}", g.name)))?;
+                ids.push(f);
+            }
+        }
+        let mut out = drive(self.sc, &mut tree, ids)?;
+        out.classes = (0..self.sc.classes.len())
+            .map(|c| tree.class_stats(c).expect("a class of the tree"))
+            .collect();
+        Ok(out)
+    }
+}
+
+/// The event loop over `sched`, whose flow `ids[k]` is the scenario's flow `k`.
+fn drive<S: LinkScheduler + ?Sized>(
+    sc: &Scenario,
+    sched: &mut S,
+    ids: Vec<S::Flow>,
+) -> Result<Outcome, SimError> {
+    let n = sc.flow_count();
+    let mut sources = Vec::with_capacity(n);
+    for g in &sc.flows {
+        for _ in 0..g.count {
+            let flow = sources.len() as u64;
+            // A seed per flow, so that a flow's traffic does not depend on the others.
+            let seed = sc.seed ^ (flow + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            sources.push(Source::new(g.arrival, g.size.clone(), seed));
+        }
+    }
+    let mut link =
+        VirtualLink::new(ids, sc.rate_bps, sc.txq as usize).with_framing(sc.link_framing()?);
+    let mut emu = Emulation::new(sc);
+    let mut st = State {
+        backlogged: sources
+            .iter()
+            .map(|s| matches!(s.spec(), ArrivalSpec::Backlogged { .. }))
+            .collect(),
+        sources,
+        acc: vec![Acc::default(); n],
+        heap: BinaryHeap::with_capacity(n),
+        next_ns: vec![0.0; n],
+        generating: true,
+        stop_ns: f64::NAN,
+        arrivals: 0,
+        max_packets: sc.packets.unwrap_or(u64::MAX),
+        end_ns: sc.duration_ms.map_or(f64::INFINITY, |d| d * 1e6),
+    };
+    for f in 0..n {
+        if let Some(t) = st.sources[f].first_ns() {
+            st.schedule(f as u32, t);
+        }
+        for _ in 0..st.sources[f].initial_depth() {
+            st.heap.push(Reverse((0, f as u32)));
+        }
+    }
+    let mut cursor = 0usize; // first transmission not yet accounted
+    loop {
+        let now = link.now_ns();
+        // Arrivals due now.
+        while let Some(&Reverse((t, f))) = st.heap.peek() {
+            if t as f64 > now {
+                break;
+            }
+            st.heap.pop();
+            let fi = f as usize;
+            if !st.generating {
+                continue;
+            }
+            let exact = if st.backlogged[fi] {
+                t as f64
+            } else {
+                st.next_ns[fi]
+            };
+            if exact >= st.end_ns || st.arrivals >= st.max_packets {
+                st.generating = false;
+                st.stop_ns = exact.min(st.end_ns);
+                continue;
+            }
+            let (emit, next) = st.sources[fi].emit(exact);
+            st.arrivals += 1;
+            let acc = &mut st.acc[fi];
+            acc.arrived += 1;
+            if let Some(len) = emit.opens_burst {
+                acc.open.push_back(OpenBurst {
+                    start_ns: t as f64,
+                    len,
+                    left: len,
+                    last_ns: t as f64,
+                });
+            }
+            // plr first: a lost packet never reaches the queue or its limit.
+            let lost = emu.lost();
+            if lost || link.enqueue(sched, t, fi, emit.len).is_err() {
+                acc.drops += 1;
+                acc.drops_plr += u64::from(lost);
+                if let Some(b) = acc.open.back_mut() {
+                    b.left = b.left.saturating_sub(1);
+                }
+                st.close_bursts(fi, link.now_ns());
+                if st.backlogged[fi] {
+                    if lost {
+                        // The source replaces it at once (the next nanosecond, so that
+                        // time moves even when everything is lost).
+                        st.heap.push(Reverse((t + 1, f)));
+                    }
+                    // A refused refill: try again when the link next takes a packet.
+                    continue;
+                }
+            }
+            if let Next::At(t_next) = next {
+                st.schedule(f, t_next.max(exact));
+            }
+        }
+        // The dequeue unit; backlogged flows replace what was taken.
+        for h in link.fill(sched) {
+            if st.backlogged[h.flow] && st.generating {
+                st.heap.push(Reverse((ceil_ns(now), h.flow as u32)));
+            }
+        }
+        // Transmissions started since the last pass: their release (finish) times, and
+        // so their delivery times, are known.
+        let tx = &link.trace().tx;
+        while cursor < tx.len() {
+            let r = tx[cursor];
+            cursor += 1;
+            let delivered = r.finish_ns + emu.delay_ns;
+            let acc = &mut st.acc[r.flow];
+            acc.packets += 1;
+            acc.bytes += u64::from(r.len);
+            acc.delays.push((delivered - r.arrival_ns) as f32);
+            if let Some(b) = acc.open.front_mut() {
+                b.left -= 1;
+                b.last_ns = b.last_ns.max(delivered);
+                if b.left == 0 {
+                    st.close_bursts(r.flow, delivered);
+                }
+            }
+        }
+        // The next event: an arrival, a completion, or the time a tree said to wait for.
+        let t_arrival = st.heap.peek().map(|&Reverse((t, _))| t as f64);
+        let Some(t) = link.next_event_with(t_arrival) else {
+            break;
+        };
+        link.advance_to(t);
+    }
+    assert!(
+        sched.is_empty_now(),
+        "the scheduler kept packets on an idle link"
+    );
+    let (arrivals, trace) = link.finish();
+    let stop_ns = if st.stop_ns.is_nan() {
+        arrivals.last().map_or(0.0, |a| a.time_ns as f64)
+    } else {
+        st.stop_ns
+    };
+    Ok(Outcome {
+        acc: st.acc,
+        arrivals,
+        trace,
+        stop_ns,
+        classes: Vec::new(),
+    })
 }
 
 /// Runs a scenario and measures it.
 pub fn run(sc: &Scenario) -> Result<SimReport, SimError> {
     let wall = Instant::now();
     let (alg, params) = parse_alg(&sc.alg)?;
-    let out = registry::visit::<Desc, _>(&alg, &params, sc.sched_capacity(), Runner { sc })??;
+    let tree = sc.tree()?;
+    let out = match &tree {
+        Some((spec, leaf_of)) => pspat_sched::tree::visit(spec, Tree { sc, leaf_of })
+            .map_err(|e| SimError::Scenario(format!("classes: {e}")))??,
+        None => registry::visit::<Desc, _>(&alg, &params, sc.sched_capacity(), Flat { sc })??,
+    };
     let weights: Vec<u32> = sc
         .flows
         .iter()
@@ -363,15 +436,33 @@ pub fn run(sc: &Scenario) -> Result<SimReport, SimError> {
         Some((a, t)) => (a.as_slice(), t),
         None => (out.arrivals.as_slice(), &out.trace),
     };
-    let service = if sc.wfi {
+    // A tree's flows are not measured against flat GPS: its classes are, against their
+    // own references (`crate::classes`).
+    let service = if sc.wfi && tree.is_none() {
         Some(measure(trace, arrivals, &weights))
     } else {
         None
     };
-    let plot = plot_data(sc, &out, service_series(sc, arrivals, trace, &weights));
+    let series = match &tree {
+        None => service_series(sc, arrivals, trace, &weights),
+        Some(_) => Vec::new(),
+    };
+    let plot = plot_data(sc, &out, series);
     let wire_bytes = out.trace.tx.iter().map(|r| framing.wire_len(r.len)).sum();
     drop(wired);
-    let mut report = reduce(sc, out, service.as_deref(), &weights);
+    let measured = match &tree {
+        Some((spec, leaf_of)) => Some((
+            classes::flow_shares(sc, spec, leaf_of),
+            classes::measure(sc, spec, leaf_of, &out)?,
+        )),
+        None => None,
+    };
+    let shares = measured.as_ref().map(|m| m.0.as_slice());
+    let mut report = reduce(sc, out, service.as_deref(), &weights, shares);
+    if let Some((_, (summary, classes))) = measured {
+        report.tree = Some(summary);
+        report.classes = classes;
+    }
     report.overhead = framing.overhead;
     report.mpu = framing.mpu;
     report.linklayer = framing.linklayer.name().to_owned();
@@ -388,11 +479,15 @@ pub fn run(sc: &Scenario) -> Result<SimReport, SimError> {
     Ok(report)
 }
 
+/// The report of a run: `service` is the flows' against GPS (flat runs), `shares` a
+/// tree's flows' shares of the link (see [`classes::flow_shares`]; `None`: flat, the
+/// flows' weights over their sum).
 fn reduce(
     sc: &Scenario,
     mut out: Outcome,
     service: Option<&[FlowService]>,
     weights: &[u32],
+    shares: Option<&[f64]>,
 ) -> SimReport {
     let total_w: f64 = weights.iter().map(|&w| f64::from(w)).sum();
     let span = out.trace.tx.last().map_or(0.0, |r| r.finish_ns);
@@ -431,12 +526,11 @@ fn reduce(
     let mut per_weight_backlogged = Vec::new();
     let mut all_delays: Vec<f32> = Vec::new();
     for g in &sc.flows {
-        let phi_each = f64::from(g.weight) / total_w;
+        let flat_phi = f64::from(g.weight) / total_w;
         let mut gr = GroupReport {
             name: g.name.clone(),
             flows: g.count,
             weight: g.weight,
-            phi: phi_each * f64::from(g.count),
             ..GroupReport::default()
         };
         let mut pooled_delay: Vec<f32> = Vec::new();
@@ -444,7 +538,10 @@ fn reduce(
         let mut by_len: std::collections::BTreeMap<u32, Vec<f32>> = Default::default();
         let mut per_weight = Vec::with_capacity(g.count as usize);
         let mut gbytes = 0u64;
+        let mut tree_phi = 0.0;
         for _ in 0..g.count {
+            let phi_each = shares.map_or(flat_phi, |s| s[flow]);
+            tree_phi += phi_each;
             let a = &mut out.acc[flow];
             let mut fr = FlowReport {
                 flow: flow as u32,
@@ -495,7 +592,9 @@ fn reduce(
             gr.drops += fr.drops;
             gr.drops_plr += fr.drops_plr;
             gbytes += fr.bytes;
-            let x = fr.bytes as f64 / f64::from(g.weight);
+            // Throughput per unit of share: of weight in a flat run (the same up to a
+            // factor), of the tree's share in a tree.
+            let x = fr.bytes as f64 / shares.map_or(f64::from(g.weight), |_| phi_each);
             per_weight.push(x);
             per_weight_all.push(x);
             if matches!(g.arrival, ArrivalSpec::Backlogged { .. }) {
@@ -504,6 +603,10 @@ fn reduce(
             per_flow.push(fr);
             flow += 1;
         }
+        gr.phi = match shares {
+            None => flat_phi * f64::from(g.count),
+            Some(_) => tree_phi,
+        };
         gr.throughput_bps = thr(gbytes);
         gr.share = share(gbytes);
         gr.share_over_phi = gr.share / gr.phi;

@@ -39,13 +39,57 @@
 //! its frame (CAKE's presets assume a 14-byte Ethernet header in it), and the wire
 //! charges [`Framing::wire_len`] of it.
 //!
+//! # Trees of classes
+//!
+//! With `[[classes]]` tables the link is shared by a tree of classes
+//! ([`pspat_sched::tree`]) instead of one scheduler over every flow, and each flow group
+//! names the leaf class its flows go to. `alg` is then the link's: how it orders the top
+//! classes (one of the inner algorithms, [`pspat_sched::tree::spec::INNER_ALGORITHMS`]).
+//!
+//! ```toml
+//! alg = "wf2q+"                  # the link's children
+//! rate_bps = 100e6
+//! duration_ms = 2000.0
+//!
+//! [[classes]]
+//! name = "A"                     # unique; flows and children name it
+//! alg = "qfq"                    # an inner class: how it orders its children
+//! rate_bps = 30e6                # guaranteed rate (default 0: none), bit/s or "30Mbit/s"
+//! ceil_bps = "60Mbit/s"          # maximum (default: none)
+//! burst = 15000                  # bytes beyond the rate at once (default: 1 ms of it,
+//! cburst = "15KB"                # ... at least two packets); cburst: the same for the ceil
+//! weight = 2                     # share of the parent's excess in its band (default 1)
+//! prio = 0                       # band among its siblings, lowest first (default 0)
+//!
+//! [[classes]]
+//! name = "a1"
+//! parent = "A"                   # default: under the link
+//! alg = "drr"                    # a leaf: the scheduler of its flows, any algorithm
+//!
+//! [[flows]]
+//! name = "bulk"
+//! class = "a1"                   # a leaf class; every group names one
+//! size = { kind = "fixed", len = 1500 }
+//! arrival = { kind = "backlogged" }
+//! ```
+//!
+//! A leaf holds the sum of its flows' `limit_pkts`; the tree's budget (`mtu`) is the
+//! largest `max_len` of the flows. The classes' throughput is measured from `warmup_ms`
+//! (default: a fifth of the traffic's span) to the end of the traffic
+//! ([`crate::classes`]). The classes are checked as the configurations' are
+//! ([`pspat_sched::tree::TreeSpec::validate`]: weights, bands, ceils against rates,
+//! depth, cycles, inner algorithms), with the class named in the message. A tree does not
+//! run on a framed link here (`framing`, `overhead`, `mpu`, `linklayer`: its rates count
+//! the packets' bytes, the wire would count more), and `capacity` is the flows' limits.
+//!
 //! Unknown keys are errors (a misspelt key would otherwise silently take its default).
 
 use std::path::Path;
 use std::time::Duration;
 
 use pspat_sched::framing::{self, Framing, LinkLayer};
-use pspat_sched::{registry, FlowParams, Params, MAX_WEIGHT};
+use pspat_sched::tree::{ClassSpec, TreeSpec};
+use pspat_sched::{registry, FlowParams, Params, MAX_PACKET_LEN, MAX_WEIGHT};
 use serde::{Deserialize, Deserializer};
 
 use crate::error::SimError;
@@ -81,6 +125,42 @@ pub struct FlowGroup {
     /// largest). QFQ sizes its groups from it.
     #[serde(default)]
     pub max_len: Option<u32>,
+    /// The leaf class its flows go to, in a scenario with `[[classes]]`.
+    #[serde(default)]
+    pub class: Option<String>,
+}
+
+/// A class of a tree (a `[[classes]]` table; see the module documentation).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClassDef {
+    /// Name: flows and children name it.
+    pub name: String,
+    /// The parent class's name; absent: under the link.
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// An inner class: how it orders its children; a leaf: the scheduler of its flows,
+    /// optionally `@key=value,...`.
+    pub alg: String,
+    /// Guaranteed rate, bit/s (a number, or a string with a unit: `"30Mbit/s"`); 0: none.
+    #[serde(default, deserialize_with = "de_bps")]
+    pub rate_bps: u64,
+    /// Maximum rate, bit/s, as `rate_bps`; absent: none.
+    #[serde(default, deserialize_with = "de_some_bps")]
+    pub ceil_bps: Option<u64>,
+    /// Bytes it may send at once beyond its rate (a number or `"15KB"`); absent: 1 ms of
+    /// the rate, at least two packets.
+    #[serde(default, deserialize_with = "de_some_bytes")]
+    pub burst: Option<u64>,
+    /// The same beyond its ceil.
+    #[serde(default, deserialize_with = "de_some_bytes")]
+    pub cburst: Option<u64>,
+    /// Share of its parent's excess among the siblings of its band.
+    #[serde(default = "one")]
+    pub weight: u32,
+    /// Priority band among its siblings, lowest served first.
+    #[serde(default)]
+    pub prio: u8,
 }
 
 fn one() -> u32 {
@@ -111,6 +191,64 @@ fn de_delay<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         }
     }
     d.deserialize_str(V)
+}
+
+/// A whole number of units read from a TOML number (integer, or a float that is whole) or,
+/// through `parse` (one of `pspat-units`' parsers), from a string with its unit.
+fn de_units<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &'static str,
+    parse: fn(&str) -> Result<u64, pspat_units::UnitError>,
+) -> Result<u64, D::Error> {
+    struct V {
+        what: &'static str,
+        parse: fn(&str) -> Result<u64, pspat_units::UnitError>,
+    }
+    impl serde::de::Visitor<'_> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(
+                f,
+                "{}: a whole number at least 0, or a string with a unit",
+                self.what
+            )
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::custom(format!("{} {v} is negative", self.what)))
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<u64, E> {
+            // 2^64 is where u64 ends; `as` would saturate silently.
+            if v >= 0.0 && v.fract() == 0.0 && v < 18_446_744_073_709_551_616.0 {
+                Ok(v as u64)
+            } else {
+                Err(E::custom(format!(
+                    "{} {v} is not a whole number at least 0",
+                    self.what
+                )))
+            }
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<u64, E> {
+            (self.parse)(v).map_err(|e| E::custom(format!("{}: {e}", self.what)))
+        }
+    }
+    d.deserialize_any(V { what, parse })
+}
+
+/// Reads a rate: bit/s, or a string with a unit (`"30Mbit/s"`).
+fn de_bps<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    de_units(d, "rate", pspat_units::parse_bandwidth)
+}
+
+fn de_some_bps<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_bps(d).map(Some)
+}
+
+/// Reads a size: bytes, or a string with a unit (`"15KB"`).
+fn de_some_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_units(d, "size", pspat_units::parse_bytes).map(Some)
 }
 
 /// Reads the `framing` key: one string of presets separated by commas, or a list of them.
@@ -200,6 +338,13 @@ pub struct Scenario {
     pub capacity: Option<u32>,
     /// Flow groups.
     pub flows: Vec<FlowGroup>,
+    /// The classes of a tree sharing the link (none: `alg` schedules every flow).
+    #[serde(default)]
+    pub classes: Vec<ClassDef>,
+    /// A tree's throughput is measured from this time to the end of the traffic, ms
+    /// (default: a fifth of the traffic's span).
+    #[serde(default)]
+    pub warmup_ms: Option<f64>,
     /// Plot options.
     #[serde(default)]
     pub plot: PlotSpec,
@@ -358,7 +503,126 @@ impl Scenario {
                 return bad(format!("plot.flows names flow {f} of {total}"));
             }
         }
+        if let Some(w) = self.warmup_ms {
+            if !(w.is_finite() && w >= 0.0) {
+                return bad(format!("warmup_ms must be at least 0, got {w}"));
+            }
+            if self.classes.is_empty() {
+                return bad("warmup_ms is for trees: add [[classes]]".into());
+            }
+        }
+        self.tree()?;
         Ok(())
+    }
+
+    /// The tree of the `[[classes]]`, checked, and each flow group's leaf (its index in
+    /// the tree's classes); `None` without classes. Errors name the class or the group.
+    pub fn tree(&self) -> Result<Option<(TreeSpec, Vec<usize>)>, SimError> {
+        let bad = |m: String| Err(SimError::Scenario(m));
+        if self.classes.is_empty() {
+            if let Some(g) = self.flows.iter().find(|g| g.class.is_some()) {
+                return bad(format!(
+                    "group '{}' names a class, and there are no [[classes]]",
+                    g.name
+                ));
+            }
+            return Ok(None);
+        }
+        if !self.framing.is_empty()
+            || self.overhead.is_some()
+            || self.mpu.is_some()
+            || self.linklayer.is_some()
+        {
+            return bad(
+                "classes: a tree does not run on a framed link (framing, overhead, mpu, \
+                 linklayer) yet: its rates count the packets' bytes, the wire more"
+                    .into(),
+            );
+        }
+        if self.capacity.is_some() {
+            return bad(
+                "capacity: a tree's leaves hold their flows' limits (give limit_pkts)".into(),
+            );
+        }
+        let (link_alg, link_params) = parse_alg(&self.alg)?;
+        if !link_params.pairs().is_empty() {
+            return bad(format!(
+                "alg '{}': the link of a tree takes no parameters",
+                self.alg
+            ));
+        }
+        pspat_sched::tree::spec::inner_kind(&link_alg)
+            .map_err(|e| SimError::Scenario(format!("alg (the link of a tree): {e}")))?;
+        let index = |name: &str| self.classes.iter().position(|c| c.name == name);
+        let mut spec = TreeSpec::new(&link_alg);
+        // The budget of a class in its parent's schedule: the largest packet (below).
+        spec.mtu = 1;
+        for (i, c) in self.classes.iter().enumerate() {
+            if c.name.is_empty() {
+                return bad(format!("class {i} has no name"));
+            }
+            if index(&c.name) != Some(i) {
+                return bad(format!("class '{}' is defined twice", c.name));
+            }
+            let parent = match &c.parent {
+                None => None,
+                Some(p) => Some(index(p).ok_or_else(|| {
+                    SimError::Scenario(format!("class '{}': parent '{p}' is not a class", c.name))
+                })?),
+            };
+            let (alg, params) = parse_alg(&c.alg)
+                .map_err(|e| SimError::Scenario(format!("class '{}': {e}", c.name)))?;
+            spec.add(ClassSpec {
+                params,
+                rate_bps: c.rate_bps,
+                ceil_bps: c.ceil_bps,
+                burst: c.burst,
+                cburst: c.cburst,
+                weight: c.weight,
+                prio: c.prio,
+                ..ClassSpec::new(c.name.clone(), parent, &alg)
+            });
+        }
+        let inner = spec.has_children();
+        for (i, c) in spec.classes.iter().enumerate() {
+            if inner[i] && !c.params.pairs().is_empty() {
+                return bad(format!(
+                    "class '{}': an inner class's alg takes no parameters",
+                    c.name
+                ));
+            }
+        }
+        let mut leaf_of = Vec::with_capacity(self.flows.len());
+        let mut limits = vec![0u64; spec.classes.len()];
+        for g in &self.flows {
+            let Some(name) = &g.class else {
+                return bad(format!(
+                    "group '{}': give its class (a leaf of the [[classes]])",
+                    g.name
+                ));
+            };
+            let Some(c) = index(name) else {
+                return bad(format!("group '{}': class '{name}' is not a class", g.name));
+            };
+            if inner[c] {
+                return bad(format!(
+                    "group '{}': class '{name}' has classes under it: flows go to leaves",
+                    g.name
+                ));
+            }
+            leaf_of.push(c);
+            limits[c] += u64::from(g.count) * u64::from(g.limit_pkts);
+            let max_len = g.max_len.unwrap_or_else(|| g.size.max_len());
+            spec.mtu = spec.mtu.max(max_len);
+        }
+        // A leaf without flows offers nothing; it still needs room for a packet.
+        for (k, l) in spec.classes.iter_mut().zip(limits) {
+            k.limit_pkts = l.clamp(1, 1 << 24) as u32;
+        }
+        spec.mtu = spec.mtu.min(MAX_PACKET_LEN);
+        spec.validate()
+            .map_err(|e| SimError::Scenario(format!("classes: {e}")))?;
+        Ok(Some((spec, leaf_of)))
     }
 
     /// The wire's framing: the presets' (none: nothing added), with `overhead`, `mpu` and
@@ -486,6 +750,175 @@ mod tests {
             f("framing = [\"pppoe-ptm\", \"ether-vlan\"]\nmpu = 64"),
             ptm
         );
+    }
+
+    /// A two-level tree: `A` (inner) with leaves `a1`, `a2`, and a leaf `b`; one flow group
+    /// per leaf.
+    const TREE: &str = r#"
+        duration_ms = 1.0
+        rate_bps = 1e9
+        alg = "wf2q+"
+        [[classes]]
+        name = "A"
+        alg = "qfq"
+        rate_bps = "300Mbit/s"
+        ceil_bps = 6e8
+        cburst = "15KB"
+        [[classes]]
+        name = "a1"
+        parent = "A"
+        alg = "drr@quantum=3000"
+        weight = 2
+        [[classes]]
+        name = "a2"
+        parent = "A"
+        alg = "fifo"
+        prio = 1
+        [[classes]]
+        name = "b"
+        alg = "fifo"
+        [[flows]]
+        name = "x"
+        class = "a1"
+        count = 3
+        limit_pkts = 100
+        size = { kind = "fixed", len = 1000 }
+        arrival = { kind = "backlogged" }
+        [[flows]]
+        name = "y"
+        class = "b"
+        size = { kind = "uniform", min = 64, max = 1400 }
+        arrival = { kind = "backlogged" }
+    "#;
+
+    #[test]
+    fn a_tree_parses_into_its_spec() {
+        let sc = Scenario::from_toml(TREE, "t").unwrap();
+        let (spec, leaf_of) = sc.tree().unwrap().unwrap();
+        assert_eq!(leaf_of, [1, 3]);
+        assert_eq!(spec.algorithm, "wf2q+");
+        assert_eq!(spec.mtu, 1400, "the largest packet");
+        let a = &spec.classes[0];
+        assert_eq!(
+            (a.rate_bps, a.ceil_bps, a.cburst, a.parent),
+            (300_000_000, Some(600_000_000), Some(15 * 1024), None)
+        );
+        let a1 = &spec.classes[1];
+        assert_eq!(
+            (a1.parent, a1.weight, a1.algorithm.as_str()),
+            (Some(0), 2, "drr")
+        );
+        assert_eq!(
+            a1.params.pairs(),
+            [("quantum".to_owned(), "3000".to_owned())]
+        );
+        assert_eq!(a1.limit_pkts, 300, "its flows' limits");
+        assert_eq!(spec.classes[2].limit_pkts, 1, "no flows: room for one");
+        assert_eq!(spec.classes[2].prio, 1);
+        // no classes, no tree
+        assert!(Scenario::from_toml(OK, "t")
+            .unwrap()
+            .tree()
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn tree_errors_name_the_class_or_group() {
+        let cases = [
+            (
+                TREE.replace(
+                    "parent = \"A\"\n        alg = \"fifo\"",
+                    "parent = \"Z\"\n        alg = \"fifo\"",
+                ),
+                "class 'a2': parent 'Z' is not a class",
+            ),
+            (
+                TREE.replace("name = \"b\"", "name = \"a1\""),
+                "class 'a1' is defined twice",
+            ),
+            (
+                TREE.replace("class = \"b\"", "class = \"A\""),
+                "group 'y': class 'A' has classes under it",
+            ),
+            (
+                TREE.replace("class = \"b\"", "class = \"c\""),
+                "group 'y': class 'c' is not a class",
+            ),
+            (
+                TREE.replace("class = \"b\"\n", ""),
+                "group 'y': give its class",
+            ),
+            (
+                TREE.replace("alg = \"qfq\"", "alg = \"qfq@x=1\""),
+                "class 'A': ",
+            ),
+            (
+                TREE.replace("alg = \"qfq\"", "alg = \"fifo\""),
+                "class A: 'fifo' cannot schedule",
+            ),
+            (
+                TREE.replace("alg = \"wf2q+\"", "alg = \"fifo\""),
+                "alg (the link of a tree): 'fifo' cannot",
+            ),
+            (
+                TREE.replace("alg = \"wf2q+\"", "alg = \"drr@quantum=9000\""),
+                "the link of a tree takes no parameters",
+            ),
+            (
+                TREE.replace("alg = \"qfq\"", "alg = \"drr@quantum=9000\""),
+                "class 'A': an inner class's alg takes no parameters",
+            ),
+            (
+                TREE.replace("ceil_bps = 6e8", "ceil_bps = 2e8"),
+                "class A: ceil 200000000 bit/s is below its rate",
+            ),
+            (
+                TREE.replace("prio = 1", "prio = 8"),
+                "class a2: prio 8 must be 0..=7",
+            ),
+            (
+                TREE.replace("weight = 2", "weight = 0"),
+                "class a1: weight 0",
+            ),
+            (
+                TREE.replace("\"300Mbit/s\"", "\"300 parsecs\""),
+                "rate: unknown bandwidth unit",
+            ),
+            (
+                TREE.replace("ceil_bps = 6e8", "ceil_bps = 6.5"),
+                "rate 6.5 is not a whole number",
+            ),
+            (
+                TREE.replace("ceil_bps = 6e8", "ceil_bps = -1"),
+                "rate -1 is negative",
+            ),
+            (
+                TREE.replace("rate_bps = 1e9", "rate_bps = 1e9\nframing = \"docsis\""),
+                "a tree does not run on a framed link",
+            ),
+            (
+                TREE.replace("rate_bps = 1e9", "rate_bps = 1e9\ncapacity = 10"),
+                "capacity: a tree's leaves",
+            ),
+            (
+                TREE.replace("rate_bps = 1e9", "rate_bps = 1e9\nwarmup_ms = -1.0"),
+                "warmup_ms must be at least 0",
+            ),
+            (
+                TREE.replace("name = \"A\"", "name = \"A\"\ncolour = 1"),
+                "colour",
+            ),
+            (link("warmup_ms = 1.0"), "warmup_ms is for trees"),
+            (
+                OK.replace("name = \"a\"", "name = \"a\"\nclass = \"x\""),
+                "group 'a' names a class, and there are no [[classes]]",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Scenario::from_toml(&text, "t").unwrap_err().to_string();
+            assert!(e.contains(want), "{want}: {e}");
+        }
     }
 
     #[test]

@@ -70,9 +70,10 @@ pub fn measure_classes(
         nodes
     };
     let leaf_path: Vec<Vec<usize>> = leaf_of_flow.iter().map(|&l| path(l)).collect();
+    let phi = shares(tree);
     let mut out: Vec<ClassService> = (0..n)
         .map(|c| ClassService {
-            phi: share(tree, &path(c)),
+            phi: phi[c],
             t_wfi_ns: f64::NEG_INFINITY,
             hgps_delay_ns: f64::NEG_INFINITY,
             ..ClassService::default()
@@ -139,19 +140,30 @@ pub fn measure_classes(
     out
 }
 
-/// The share of the node at the head of `path` (the node, its parent, ... up to a child of
-/// the link): the product of each one's weight over its siblings' sum.
-fn share(tree: &[(Option<usize>, u32)], path: &[usize]) -> f64 {
-    path.iter()
-        .map(|&c| {
-            let siblings: u64 = tree
-                .iter()
-                .filter(|&&(p, _)| p == tree[c].0)
-                .map(|&(_, w)| u64::from(w))
-                .sum();
-            f64::from(tree[c].1) / siblings as f64
+/// Every node's share of the link, `phi` (see the module documentation): the product,
+/// along its path from the link, of each node's weight over the sum of its siblings'.
+///
+/// # Panics
+///
+/// If a parent is not a node of `tree`, or the parents make a cycle.
+pub fn shares(tree: &[(Option<usize>, u32)]) -> Vec<f64> {
+    let mut siblings = vec![0u64; tree.len() + 1];
+    for &(p, w) in tree {
+        siblings[p.unwrap_or(tree.len())] += u64::from(w);
+    }
+    (0..tree.len())
+        .map(|c| {
+            let mut phi = 1.0;
+            let mut up = Some(c);
+            for _ in 0..=tree.len() {
+                let Some(i) = up else { return phi };
+                let (p, w) = tree[i];
+                phi *= f64::from(w) / siblings[p.unwrap_or(tree.len())] as f64;
+                up = p;
+            }
+            panic!("node {c} is its own ancestor")
         })
-        .product()
+        .collect()
 }
 
 #[cfg(test)]

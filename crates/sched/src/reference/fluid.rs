@@ -43,6 +43,8 @@
 
 use thiserror::Error;
 
+use crate::tree::TreeSpec;
+
 /// The weighted max-min fair allocation (water-filling) of `capacity` among senders of
 /// `weights` (each above 0) and `demands` (in the unit of `capacity`, infinite for a greedy
 /// sender; negative or NaN demands count as 0), in the order given.
@@ -97,6 +99,28 @@ pub struct FluidClass {
 }
 
 impl FluidClass {
+    /// The classes of the tree `spec` (rate, ceil, weight, band), each leaf `i` offering
+    /// `offered[i]` (infinite: greedy; the inner classes' entries are not read).
+    ///
+    /// # Panics
+    ///
+    /// If `offered` has fewer entries than `spec` has classes.
+    pub fn of_tree(spec: &TreeSpec, offered: &[f64]) -> Vec<FluidClass> {
+        let inner = spec.has_children();
+        spec.classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| FluidClass {
+                parent: c.parent,
+                rate: c.rate_bps as f64,
+                ceil: c.ceil_bps.map_or(f64::INFINITY, |b| b as f64),
+                weight: f64::from(c.weight),
+                prio: c.prio,
+                offered: (!inner[i]).then_some(offered[i]),
+            })
+            .collect()
+    }
+
     /// A greedy leaf under `parent` with `rate`, no ceil, weight 1, band 0.
     pub fn leaf(parent: Option<usize>, rate: f64) -> Self {
         Self {

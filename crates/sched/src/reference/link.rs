@@ -40,21 +40,114 @@
 //! [`VirtualLink`] is the same machine driven step by step, for callers whose arrivals
 //! depend on what the link did (a closed-loop traffic generator).
 //!
+//! # Schedulers that keep time
+//!
+//! The link drives any [`LinkScheduler`]: every [`Scheduler`] (which ignores the time), and
+//! a tree of classes ([`crate::tree::TreeSched`]), which is told the time at each call
+//! (whole nanoseconds: the link's time rounded down) and may hold its packets back, every
+//! class that has some being over its ceil, until a time it names. The dequeue unit then
+//! asks again at that time: [`VirtualLink::next_wake`] is one more event for the driver,
+//! beside the arrivals and [`VirtualLink::next_completion`] ([`VirtualLink::next_event`]
+//! is the earlier of the two).
+//!
 //! Times are `f64` nanoseconds; integer arrival times convert exactly below 2^53 ns
 //! (104 days).
 
 use std::collections::VecDeque;
 
+use crate::error::Rejected;
 use crate::flow::FlowId;
 use crate::framing::Framing;
 use crate::packet::Desc;
 use crate::scheduler::Scheduler;
+use crate::tree::leaves::Leaves;
+use crate::tree::{Dequeued, TreeFlow, TreeSched};
 
 use super::trace::{Arrival, DropRecord, Trace, TxRecord};
 
 /// Transmission time of `len` bytes at `rate_bps`, in nanoseconds.
 pub fn tx_time_ns(len: u32, rate_bps: f64) -> f64 {
     f64::from(len) * 8e9 / rate_bps
+}
+
+/// The earlier of two times, either of which may be absent.
+fn earlier(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What a [`LinkScheduler`] answers the dequeue unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next<F> {
+    /// A packet of this flow, to send now.
+    Packet(F, Desc),
+    /// Packets are queued but held back: ask again at this time (ns), later than now.
+    Wait(u64),
+    /// Nothing is queued.
+    Idle,
+}
+
+/// A scheduler the virtual link can drive: told the time (ns) at each call, it hands out a
+/// packet, has none, or holds its packets back until a time it names.
+pub trait LinkScheduler {
+    /// How it names a flow.
+    type Flow: Copy + PartialEq + std::fmt::Debug;
+
+    /// Queues `pkt` on `flow` at `now_ns`, or hands it back with the reason.
+    fn enqueue_at(
+        &mut self,
+        now_ns: u64,
+        flow: Self::Flow,
+        pkt: Desc,
+    ) -> Result<(), Rejected<Desc>>;
+
+    /// The next packet at `now_ns`, or why there is none.
+    fn dequeue_at(&mut self, now_ns: u64) -> Next<Self::Flow>;
+
+    /// Whether no packet is queued.
+    fn is_empty_now(&self) -> bool;
+}
+
+/// A scheduler of the registry: no time, never holds a packet back.
+impl<S: Scheduler<Desc> + ?Sized> LinkScheduler for S {
+    type Flow = FlowId;
+
+    fn enqueue_at(&mut self, _: u64, flow: FlowId, pkt: Desc) -> Result<(), Rejected<Desc>> {
+        self.enqueue(flow, pkt)
+    }
+
+    fn dequeue_at(&mut self, _: u64) -> Next<FlowId> {
+        self.dequeue()
+            .map_or(Next::Idle, |(flow, pkt)| Next::Packet(flow, pkt))
+    }
+
+    fn is_empty_now(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+/// A tree of classes: its flows are its leaves'; it holds its packets back while every
+/// backlogged class is over its ceil.
+impl<L: Leaves<Desc>> LinkScheduler for TreeSched<Desc, L> {
+    type Flow = TreeFlow;
+
+    fn enqueue_at(&mut self, now_ns: u64, flow: TreeFlow, pkt: Desc) -> Result<(), Rejected<Desc>> {
+        self.enqueue(now_ns, flow, pkt)
+    }
+
+    fn dequeue_at(&mut self, now_ns: u64) -> Next<TreeFlow> {
+        match self.dequeue(now_ns) {
+            Dequeued::Packet { flow, pkt } => Next::Packet(flow, pkt),
+            Dequeued::Wait(t) => Next::Wait(t),
+            Dequeued::Idle => Next::Idle,
+        }
+    }
+
+    fn is_empty_now(&self) -> bool {
+        self.is_empty()
+    }
 }
 
 /// A packet handed to the dequeue unit, waiting for the wire.
@@ -78,7 +171,7 @@ pub struct Handed {
 /// The virtual link with a transmit queue, driven one step at a time.
 ///
 /// A driver repeats: [`VirtualLink::advance_to`] the earlier of its next arrival and
-/// [`VirtualLink::next_completion`]; [`VirtualLink::enqueue`] the arrivals of that instant;
+/// [`VirtualLink::next_event`]; [`VirtualLink::enqueue`] the arrivals of that instant;
 /// [`VirtualLink::fill`]. [`run_on_link_with_queue`] is that loop over a fixed arrival
 /// sequence.
 ///
@@ -98,8 +191,8 @@ pub struct Handed {
 /// assert_eq!(link.next_completion(), Some(100.0));
 /// ```
 #[derive(Clone, Debug)]
-pub struct VirtualLink {
-    flows: Vec<FlowId>,
+pub struct VirtualLink<F = FlowId> {
+    flows: Vec<F>,
     rate_bps: f64,
     /// What the wire charges for a packet.
     framing: Framing,
@@ -114,9 +207,11 @@ pub struct VirtualLink {
     dequeued_at: Vec<f64>,
     trace: Trace,
     handed: Vec<Handed>,
+    /// When the scheduler said, at the last fill, to ask again (ns).
+    wake: Option<f64>,
 }
 
-impl VirtualLink {
+impl<F: Copy + PartialEq + std::fmt::Debug> VirtualLink<F> {
     /// An idle link at time 0 of `rate_bps` bit/s with a transmit queue of `txq` packets,
     /// over the scheduler flows `flows` (the flow index of [`VirtualLink::enqueue`] is a
     /// position in it).
@@ -124,7 +219,7 @@ impl VirtualLink {
     /// # Panics
     ///
     /// If the rate is not positive and finite.
-    pub fn new(flows: Vec<FlowId>, rate_bps: f64, txq: usize) -> Self {
+    pub fn new(flows: Vec<F>, rate_bps: f64, txq: usize) -> Self {
         assert!(
             rate_bps.is_finite() && rate_bps > 0.0,
             "link rate must be positive and finite, got {rate_bps}"
@@ -145,6 +240,7 @@ impl VirtualLink {
                 drops: Vec::new(),
             },
             handed: Vec::new(),
+            wake: None,
         }
     }
 
@@ -173,6 +269,25 @@ impl VirtualLink {
     /// When the packet on the wire finishes, if one is: the next instant room appears.
     pub fn next_completion(&self) -> Option<f64> {
         self.wire
+    }
+
+    /// When the dequeue unit asks the scheduler again although nothing arrived and no
+    /// room appeared: the time its last [`VirtualLink::fill`] was told to wait for (a tree
+    /// whose classes with packets are all over their ceils), if it was.
+    pub fn next_wake(&self) -> Option<f64> {
+        self.wake
+    }
+
+    /// The earlier of [`VirtualLink::next_completion`] and [`VirtualLink::next_wake`]: the
+    /// link's next event.
+    pub fn next_event(&self) -> Option<f64> {
+        earlier(self.wire, self.wake)
+    }
+
+    /// The next event of a driver whose next arrival is at `arrival` (ns), if it has one:
+    /// the earlier of it and [`VirtualLink::next_event`]; `None` when nothing is left.
+    pub fn next_event_with(&self, arrival: Option<f64>) -> Option<f64> {
+        earlier(arrival, self.next_event())
     }
 
     /// Whether the dequeue unit would take a packet now: the wire is idle (then the queue
@@ -239,7 +354,7 @@ impl VirtualLink {
     /// # Panics
     ///
     /// If `flow` is out of range, or as [`VirtualLink::advance_to`].
-    pub fn enqueue<S: Scheduler<Desc> + ?Sized>(
+    pub fn enqueue<S: LinkScheduler<Flow = F> + ?Sized>(
         &mut self,
         sched: &mut S,
         time_ns: u64,
@@ -262,7 +377,7 @@ impl VirtualLink {
         );
         self.arrivals.push(Arrival { time_ns, flow, len });
         self.dequeued_at.push(f64::NAN);
-        match sched.enqueue(self.flows[flow], Desc::new(seq as u64, len)) {
+        match sched.enqueue_at(time_ns, self.flows[flow], Desc::new(seq as u64, len)) {
             Ok(()) => Ok(seq),
             Err(rej) => {
                 let d = DropRecord {
@@ -277,18 +392,31 @@ impl VirtualLink {
     }
 
     /// The dequeue unit: while there is room, takes a packet from the scheduler into the
-    /// queue (onto the wire if it is idle). Returns the packets taken, in order (valid until
-    /// the next call).
+    /// queue (onto the wire if it is idle), telling it the time rounded down to whole
+    /// nanoseconds. Returns the packets taken, in order (valid until the next call); when
+    /// the scheduler holds its packets back, [`VirtualLink::next_wake`] says until when.
     ///
     /// # Panics
     ///
     /// If the scheduler returns a packet the link did not give it, twice, on another flow
-    /// than it came in, or with another length.
-    pub fn fill<S: Scheduler<Desc> + ?Sized>(&mut self, sched: &mut S) -> &[Handed] {
+    /// than it came in, or with another length, or asks to wait for a time already past.
+    pub fn fill<S: LinkScheduler<Flow = F> + ?Sized>(&mut self, sched: &mut S) -> &[Handed] {
         self.handed.clear();
+        self.wake = None;
         while self.has_room() {
-            let Some((fid, pkt)) = sched.dequeue() else {
-                break;
+            // Whole nanoseconds, rounded down: the time a tree is told never goes back.
+            let now = self.now_ns as u64;
+            let (fid, pkt) = match sched.dequeue_at(now) {
+                Next::Packet(f, p) => (f, p),
+                Next::Wait(t) => {
+                    assert!(
+                        t > now,
+                        "the scheduler waits for {t}, not after now ({now})"
+                    );
+                    self.wake = Some(t as f64);
+                    break;
+                }
+                Next::Idle => break,
             };
             let seq = usize::try_from(pkt.cookie).expect("cookie is an arrival index");
             assert!(
@@ -347,9 +475,9 @@ impl VirtualLink {
 /// Runs `arrivals` through `sched` on a link of `rate_bps` bit/s without a transmit queue
 /// (`txq = 0`: the scheduler is asked for a packet exactly when the wire is idle) until
 /// every packet is transmitted or dropped. See [`run_on_link_with_queue`].
-pub fn run_on_link<S: Scheduler<Desc> + ?Sized>(
+pub fn run_on_link<S: LinkScheduler + ?Sized>(
     sched: &mut S,
-    flows: &[FlowId],
+    flows: &[S::Flow],
     arrivals: &[Arrival],
     rate_bps: f64,
 ) -> Trace {
@@ -361,16 +489,17 @@ pub fn run_on_link<S: Scheduler<Desc> + ?Sized>(
 ///
 /// Packet `k` of `arrivals` is enqueued as `Desc::new(k as u64, len)` on
 /// `flows[arrivals[k].flow]`; refused packets are recorded in [`Trace::drops`] with the
-/// scheduler's reason. The scheduler must be empty on entry.
+/// scheduler's reason. A scheduler that holds its packets back is asked again when it
+/// said ([`VirtualLink::next_wake`]). The scheduler must be empty on entry.
 ///
 /// # Panics
 ///
 /// If `arrivals` is not sorted by time, if an arrival names a flow outside `flows`, if the
 /// rate is not positive and finite, or if the scheduler returns a packet this function did
 /// not give it, or on a flow other than the one it was enqueued on.
-pub fn run_on_link_with_queue<S: Scheduler<Desc> + ?Sized>(
+pub fn run_on_link_with_queue<S: LinkScheduler + ?Sized>(
     sched: &mut S,
-    flows: &[FlowId],
+    flows: &[S::Flow],
     arrivals: &[Arrival],
     rate_bps: f64,
     txq: usize,
@@ -380,7 +509,7 @@ pub fn run_on_link_with_queue<S: Scheduler<Desc> + ?Sized>(
         "arrivals must be sorted by time"
     );
     assert!(
-        sched.is_empty(),
+        sched.is_empty_now(),
         "the scheduler must be empty before the run"
     );
     let mut link = VirtualLink::new(flows.to_vec(), rate_bps, txq);
@@ -397,17 +526,13 @@ pub fn run_on_link_with_queue<S: Scheduler<Desc> + ?Sized>(
             next += 1;
         }
         link.fill(sched);
-        let t_arrival = arrivals.get(next).map(|a| a.time_ns as f64);
-        let t = match (t_arrival, link.next_completion()) {
-            (None, None) => break,
-            (Some(a), None) => a,
-            (None, Some(c)) => c,
-            (Some(a), Some(c)) => a.min(c),
+        let Some(t) = link.next_event_with(arrivals.get(next).map(|a| a.time_ns as f64)) else {
+            break;
         };
         link.advance_to(t);
     }
     assert!(
-        sched.is_empty(),
+        sched.is_empty_now(),
         "the scheduler kept packets on an idle link"
     );
     link.finish().1
@@ -798,6 +923,37 @@ mod tests {
         let (arrivals, trace) = link.finish();
         assert_eq!(arrivals, a);
         assert_eq!(trace, batch);
+    }
+
+    #[test]
+    fn a_tree_held_by_its_ceil_is_asked_again_when_it_said() {
+        // One leaf with a ceil of 8 Mbit/s (a byte per us) and a burst of one byte, on a
+        // link of a byte per ns: the first 1000-byte packet leaves at 0 and puts the leaf
+        // 1 ms ahead of its ceil; the tree then waits until it is within its burst of it
+        // again (1 ms - 1 us), and so on. The wire is idle in between.
+        use crate::tree::{ClassSpec, TreeSched, TreeSpec};
+        let mut spec = TreeSpec::new("drr");
+        let mut leaf = ClassSpec::new("a", None, "fifo").ceil(8_000_000);
+        leaf.cburst = Some(1);
+        spec.add(leaf);
+        let mut t = TreeSched::<Desc>::new(&spec).unwrap();
+        let f = t.add_flow(0, FlowParams::default()).unwrap();
+        let a = [arr(0, 0, 1000), arr(0, 0, 1000), arr(0, 0, 1000)];
+        let trace = run_on_link(&mut t, &[f], &a, R);
+        let starts: Vec<f64> = trace.tx.iter().map(|r| r.start_ns).collect();
+        assert_eq!(starts, [0.0, 999_000.0, 1_999_000.0]);
+        // stepping by hand: the wait is the link's next event while the wire is idle
+        let mut t = TreeSched::<Desc>::new(&spec).unwrap();
+        let f = t.add_flow(0, FlowParams::default()).unwrap();
+        let mut link = VirtualLink::new(vec![f], R, 0);
+        link.enqueue(&mut t, 0, 0, 1000).unwrap();
+        link.enqueue(&mut t, 0, 0, 1000).unwrap();
+        assert_eq!(link.fill(&mut t).len(), 1);
+        assert_eq!((link.next_wake(), link.next_event()), (None, Some(1000.0)));
+        link.advance_to(1000.0);
+        assert!(link.fill(&mut t).is_empty());
+        assert_eq!(link.next_wake(), Some(999_000.0));
+        assert_eq!(link.next_event(), Some(999_000.0));
     }
 
     #[test]
