@@ -646,6 +646,11 @@ fn run_with_a_dummynet_configuration_follows_its_rules_masks_and_weights() {
     assert!(o.stderr.contains("/nonexistent/x.ipfw"), "{}", o.stderr);
 }
 
+/// `out` has the line part `want`.
+fn assert_shows(out: &str, want: &str) {
+    assert!(out.contains(want), "missing {want:?} in:\n{out}");
+}
+
 #[test]
 fn run_shows_a_tree_per_site_and_plan_and_every_class_in_the_json() {
     let sc = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/run-isp.toml");
@@ -668,11 +673,7 @@ fn run_shows_a_tree_per_site_and_plan_and_every_class_in_the_json() {
         " 10.000 Mbit/s  300.000 Mbit/s    0      4      334 ",
         "  2.000 Mbit/s   25.000 Mbit/s    1      1      333 ",
     ] {
-        assert!(
-            o.stdout.contains(want),
-            "missing {want:?} in:\n{}",
-            o.stdout
-        );
+        assert_shows(&o.stdout, want);
     }
     let o = run(&["run", "--config", sc, "--duration", "1s", "--json"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -724,11 +725,7 @@ fn run_prints_statistics_per_instance_and_queue_of_a_dummynet_configuration() {
         "rates over ",
         "final statistics",
     ] {
-        assert!(
-            o.stdout.contains(want),
-            "missing {want:?} in:\n{}",
-            o.stdout
-        );
+        assert_shows(&o.stdout, want);
     }
 
     // The JSON account carries the final statistics: what the queues sent is what the
