@@ -47,6 +47,9 @@ pub struct GenConfig {
     pub src_port_base: u16,
     /// Packets per second per greedy sender, up to 1e8; 0: as fast as possible.
     pub rate_pps: f64,
+    /// Packets per second of each greedy sender in turn (0: as fast as possible), instead
+    /// of `rate_pps` for all: empty, or one rate per sender.
+    pub rates_pps: Vec<f64>,
     /// Packets per second of the victim sender (client M); 0: no victim.
     pub victim_rate_pps: f64,
     /// Source port of the victim; `None`: base + M (kernel-chosen with base 0).
@@ -69,6 +72,7 @@ impl GenConfig {
             duration,
             src_port_base: 10000,
             rate_pps: 0.0,
+            rates_pps: Vec::new(),
             victim_rate_pps: 0.0,
             victim_port: None,
             victim_len: None,
@@ -83,6 +87,17 @@ impl GenConfig {
         let len = limits::wire_len("--len", self.len)?;
         limits::run_time("--duration", self.duration)?;
         let rate_pps = limits::rate_pps("--rate", self.rate_pps)?;
+        let rates = self
+            .rates_pps
+            .iter()
+            .map(|&r| limits::rate_pps("--rates", r))
+            .collect::<Result<Vec<f64>, _>>()?;
+        if !rates.is_empty() && rates.len() != m as usize {
+            return Err(GenError::RatesCount {
+                rates: rates.len(),
+                senders: m,
+            });
+        }
         let victim_rate_pps = limits::rate_pps("--victim-rate", self.victim_rate_pps)?;
         let base = self.src_port_base;
         let cpu_of = |i: u32| self.cpus.as_ref().and_then(|c| c.of(i as usize));
@@ -95,7 +110,7 @@ impl GenConfig {
                 victim: false,
                 port: if base == 0 { 0 } else { base + i as u16 },
                 len,
-                rate_pps,
+                rate_pps: rates.get(i as usize).copied().unwrap_or(rate_pps),
                 cpu: cpu_of(i),
             })
             .collect();
@@ -299,6 +314,10 @@ mod tests {
         assert_eq!(cpus, [Some(0), Some(1), Some(0), Some(1)]);
         c.src_port_base = 0;
         assert!(c.plan().unwrap().iter().all(|p| p.port == 0));
+        // A rate per sender, the victim's its own.
+        c.rates_pps = vec![10.0, 0.0, 30.0];
+        let rates: Vec<f64> = c.plan().unwrap().iter().map(|p| p.rate_pps).collect();
+        assert_eq!(rates, [10.0, 0.0, 30.0, 100.0]);
     }
 
     #[test]
@@ -325,6 +344,14 @@ mod tests {
         c.victim_len = Some(60);
         let e = c.plan().unwrap_err().to_string();
         assert!(e.starts_with("--victim-len 60: outside 82..="), "{e}");
+        let mut c = config();
+        c.senders = 2;
+        c.rates_pps = vec![1.0];
+        let e = c.plan().unwrap_err();
+        assert!(e.is_usage(), "{e}");
+        assert_eq!(e.to_string(), "--rates: 1 rates for 2 senders");
+        c.rates_pps = vec![1.0, -1.0];
+        assert!(c.plan().unwrap_err().to_string().starts_with("--rates -1"));
         let mut c = config();
         c.senders = 0;
         assert!(c.plan().unwrap_err().to_string().contains("--senders 0"));

@@ -19,6 +19,11 @@
 //! are received and not counted), or to the last datagram with a `measure` of zero. Rates
 //! are over that window. The sink stops after `duration` from the start of
 //! [`Sink::run`], or earlier once `idle` passes with no datagram after the first one.
+//!
+//! With [`SinkConfig::trace`] the report also lists every datagram counted (its receive
+//! time from the start of the window, its client, its length on the wire), in order of
+//! receipt: what a class's throughput over any interval, and its bursts, are measured
+//! from (`crate::meter`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -29,7 +34,7 @@ use pspat_io::{clock, cpu};
 use crate::client::ClientState;
 use crate::error::SinkError;
 use crate::limits;
-use crate::sink_report::{rate, ClientReport, SinkReport};
+use crate::sink_report::{rate, Arrival, ClientReport, SinkReport};
 
 /// Client numbers above this are counted in `other_packets` only (a garbled header must
 /// not make the sink allocate per-client state for 4 billion clients).
@@ -62,6 +67,8 @@ pub struct SinkConfig {
     /// Pin the receiving thread (the one that calls [`Sink::bind`] and [`Sink::run`]) to
     /// this CPU.
     pub cpu: Option<usize>,
+    /// List every datagram counted in the report ([`SinkReport::trace`]).
+    pub trace: bool,
 }
 
 impl SinkConfig {
@@ -77,6 +84,7 @@ impl SinkConfig {
             busy_poll: false,
             spin: Duration::ZERO,
             cpu: None,
+            trace: false,
         }
     }
 
@@ -138,6 +146,7 @@ impl Sink {
         let mut batch: Vec<Received> = Vec::with_capacity(BATCH);
         let (mut received_total, mut warmup_packets, mut other) = (0u64, 0u64, 0u64);
         let mut first: Option<u64> = None;
+        let mut trace: Vec<Arrival> = Vec::new();
         let (mut last, mut last_counted) = (0u64, 0u64);
         let mut spinning = c.busy_poll;
         loop {
@@ -180,6 +189,13 @@ impl Sink {
                 clients[i]
                     .get_or_insert_with(ClientState::new)
                     .take(r, count);
+                if count && c.trace {
+                    trace.push(Arrival {
+                        t_ns: now - (t0 + warmup_ns),
+                        client,
+                        len: r.header.wire_len,
+                    });
+                }
             }
             if count {
                 last_counted = now;
@@ -225,6 +241,7 @@ impl Sink {
             total_pps: rate(total_packets, window_s),
             total_packets,
             clients,
+            trace,
         })
     }
 }
