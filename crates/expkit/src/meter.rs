@@ -11,9 +11,11 @@
 //! The smallest `b` with `bytes <= C (t2 - t1) + b` for every interval of the trace is the
 //! backlog of a virtual queue served at `C` and fed by the class's arrivals (Lindley's
 //! recursion: `q = max(0, q - C dt) + len`), at its largest; [`ClassMeasure::burst_bytes`]
-//! is that, to compare with `cburst + L`. Measured at the sink it holds the path's jitter
-//! too: datagrams delayed behind each other on their way (a late wake-up of the sink, a
-//! receive batch stamped once) arrive closer together than they left.
+//! is that, to compare with `cburst + L`. The arrival times are the kernel's receive
+//! stamps at the sink's host (on the kit's veth pair, when the shaper's side handed each
+//! frame over), so the sink's own wake-ups do not bunch datagrams up; what remains of the
+//! path is the shaper's transmit (pspat's sendmmsg, HTB's dequeue in softirq) up to the
+//! veth pair.
 
 use crate::error::MeterError;
 use crate::gen_report::GenReport;

@@ -20,10 +20,13 @@
 //! are over that window. The sink stops after `duration` from the start of
 //! [`Sink::run`], or earlier once `idle` passes with no datagram after the first one.
 //!
-//! With [`SinkConfig::trace`] the report also lists every datagram counted (its receive
+//! With [`SinkConfig::trace`] the report also lists every datagram counted (its arrival
 //! time from the start of the window, its client, its length on the wire), in order of
 //! receipt: what a class's throughput over any interval, and its bursts, are measured
-//! from (`crate::meter`).
+//! from (`crate::meter`). The arrival time is then the kernel's receive stamp
+//! (SO_TIMESTAMPNS, [`Receiver::kernel_timestamps`]): on a veth pair, when the shaper's
+//! side handed the frame over, before it waited in the receiving host's backlog, socket
+//! queue and the sink's wake-up (which would make datagrams look bunched up).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -67,7 +70,8 @@ pub struct SinkConfig {
     /// Pin the receiving thread (the one that calls [`Sink::bind`] and [`Sink::run`]) to
     /// this CPU.
     pub cpu: Option<usize>,
-    /// List every datagram counted in the report ([`SinkReport::trace`]).
+    /// List every datagram counted in the report ([`SinkReport::trace`]), with the
+    /// kernel's receive stamp as its arrival time.
     pub trace: bool,
 }
 
@@ -121,6 +125,9 @@ impl Sink {
             })?;
         }
         let mut rx = Receiver::bind(config.bind)?;
+        if config.trace {
+            rx.kernel_timestamps()?;
+        }
         if config.busy_poll {
             rx.set_nonblocking(true)?;
         }
@@ -191,7 +198,7 @@ impl Sink {
                     .take(r, count);
                 if count && c.trace {
                     trace.push(Arrival {
-                        t_ns: now - (t0 + warmup_ns),
+                        t_ns: r.kernel_ns.unwrap_or(now).saturating_sub(t0 + warmup_ns),
                         client,
                         len: r.header.wire_len,
                     });

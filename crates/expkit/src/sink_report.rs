@@ -82,8 +82,9 @@ pub struct SinkReport {
 /// One datagram counted, in a sink's trace.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Arrival {
-    /// When it was received, ns from the start of the counting window (the time its
-    /// receive call returned: a batch shares one).
+    /// When it arrived, ns from the start of the counting window: the kernel's receive
+    /// stamp (or, without one, when its receive call returned; a batch shares that);
+    /// 0 for one stamped before the window started.
     pub t_ns: u64,
     /// Its client.
     pub client: u32,
