@@ -443,40 +443,11 @@ fn tree(cmd: TreeCmd) -> Result<()> {
             for (&(_, leaf), o) in t.ports.iter().zip(&offered) {
                 leaf_offered[leaf] += o;
             }
-            let mbit = |bps: f64| format!("{:.3}", bps / 1e6);
-            let rows: Vec<Vec<String>> = t
-                .classes
-                .iter()
-                .enumerate()
-                .map(|(k, c)| {
-                    vec![
-                        c.name.clone(),
-                        c.parent
-                            .map_or("link".into(), |p| t.classes[p].name.clone()),
-                        mbit(c.rate_bps as f64),
-                        mbit(c.ceil_bps as f64),
-                        c.weight.to_string(),
-                        c.prio.to_string(),
-                        if c.leaf {
-                            mbit(leaf_offered[k])
-                        } else {
-                            String::new()
-                        },
-                        mbit(got[k]),
-                    ]
-                })
+            let rows: Vec<Vec<String>> = (0..t.classes.len())
+                .map(|k| tree_compare::settings_row(&t, k, leaf_offered[k], got[k]))
                 .collect();
             emit(&table::render(
-                &[
-                    "class",
-                    "parent",
-                    "rate",
-                    "ceil",
-                    "weight",
-                    "prio",
-                    "offered",
-                    "reference",
-                ],
+                &tree_compare::SETTINGS,
                 &rows,
                 &[2, 3, 4, 5, 6, 7],
             ))

@@ -71,6 +71,8 @@ pub struct KitTree {
     pub classes: Vec<KitClass>,
     /// Each sender's source port, in the order given, with the leaf its datagrams join.
     pub ports: Vec<(u16, usize)>,
+    /// The classes as the reference allocation sees them, leaves offering nothing.
+    fluid: Vec<FluidClass>,
 }
 
 impl KitTree {
@@ -98,6 +100,9 @@ impl KitTree {
         }
         let link_bps = root.bandwidth_bps;
         let has_children = spec.has_children();
+        let fluid = (spec.classes.iter().zip(&has_children))
+            .map(|(c, &inner)| FluidClass::of_class(c, (!inner).then_some(0.0)))
+            .collect();
         let mut classes: Vec<KitClass> = Vec::with_capacity(spec.classes.len());
         for (i, c) in spec.classes.iter().enumerate() {
             if c.rate_bps == 0 {
@@ -162,6 +167,7 @@ impl KitTree {
             mtu: spec.mtu,
             classes,
             ports: leaf_of,
+            fluid,
         })
     }
 
@@ -236,19 +242,12 @@ impl KitTree {
         for (&(_, leaf), &bps) in self.ports.iter().zip(offered_bps) {
             offered[leaf] += bps;
         }
-        let classes: Vec<FluidClass> = self
-            .classes
-            .iter()
-            .zip(offered)
-            .map(|(c, offered)| FluidClass {
-                parent: c.parent,
-                rate: c.rate_bps as f64,
-                ceil: c.own_ceil_bps.map_or(f64::INFINITY, |b| b as f64),
-                weight: f64::from(c.weight),
-                prio: c.prio,
-                offered: c.leaf.then_some(offered),
-            })
-            .collect();
+        let mut classes = self.fluid.clone();
+        for (c, o) in classes.iter_mut().zip(offered) {
+            if c.offered.is_some() {
+                c.offered = Some(o);
+            }
+        }
         allocate_tree(self.link_bps as f64, &classes)
             .expect("a tree pspat-config accepted is a valid fluid tree")
     }

@@ -187,6 +187,39 @@ fn pct(frac: f64) -> String {
     }
 }
 
+/// The headers of [`settings_row`].
+pub const SETTINGS: [&str; 8] = [
+    "class",
+    "parent",
+    "rate",
+    "ceil",
+    "w",
+    "prio",
+    "offered",
+    "reference",
+];
+
+/// Class `k`'s settings (Mbit/s), what it was offered (a leaf) and its reference
+/// allocation: the first columns of the tree's tables.
+pub fn settings_row(tree: &KitTree, k: usize, offered_bps: f64, reference_bps: f64) -> Vec<String> {
+    let c = &tree.classes[k];
+    vec![
+        c.name.clone(),
+        c.parent
+            .map_or("link".into(), |p| tree.classes[p].name.clone()),
+        mbit(c.rate_bps as f64),
+        mbit(c.ceil_bps as f64),
+        c.weight.to_string(),
+        c.prio.to_string(),
+        if c.leaf {
+            mbit(offered_bps)
+        } else {
+            String::new()
+        },
+        mbit(reference_bps),
+    ]
+}
+
 /// The table of tree `name`: per class, its settings, what it was offered and owed (the
 /// first run's reference), and per run what it got, against the reference, its largest
 /// one-second window against its ceil and its largest burst against its bound; then the
@@ -195,18 +228,7 @@ pub fn table(name: &str, tree: &KitTree, runs: &[TreeRun]) -> String {
     let Some(first) = runs.first() else {
         return format!("tree {name}: no runs\n");
     };
-    let mut headers: Vec<String> = [
-        "class",
-        "parent",
-        "rate",
-        "ceil",
-        "w",
-        "prio",
-        "offered",
-        "reference",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut headers: Vec<String> = SETTINGS.map(String::from).to_vec();
     for r in runs {
         let m = &r.mode;
         headers.extend([
@@ -223,22 +245,8 @@ pub fn table(name: &str, tree: &KitTree, runs: &[TreeRun]) -> String {
         .classes
         .iter()
         .enumerate()
-        .map(|(k, c)| {
-            let mut row = vec![
-                c.name.clone(),
-                c.parent
-                    .map_or("link".into(), |p| tree.classes[p].name.clone()),
-                mbit(c.rate_bps as f64),
-                mbit(c.ceil_bps as f64),
-                c.weight.to_string(),
-                c.prio.to_string(),
-                if c.leaf {
-                    mbit(first.offered_bps[k])
-                } else {
-                    String::new()
-                },
-                mbit(first.reference_bps[k]),
-            ];
+        .map(|(k, _)| {
+            let mut row = settings_row(tree, k, first.offered_bps[k], first.reference_bps[k]);
             for r in runs {
                 let m = &r.measures[k];
                 row.extend([

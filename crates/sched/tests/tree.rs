@@ -159,13 +159,8 @@ fn fluid(spec: &TreeSpec, offers: &[Offer]) -> Vec<FluidClass> {
     spec.classes
         .iter()
         .enumerate()
-        .map(|(i, c)| FluidClass {
-            parent: c.parent,
-            rate: c.rate_bps as f64,
-            ceil: c.ceil_bps.map_or(f64::INFINITY, |b| b as f64),
-            weight: f64::from(c.weight),
-            prio: c.prio,
-            offered: (!inner[i]).then(|| offers[i].unwrap_or(f64::INFINITY)),
+        .map(|(i, c)| {
+            FluidClass::of_class(c, (!inner[i]).then(|| offers[i].unwrap_or(f64::INFINITY)))
         })
         .collect()
 }

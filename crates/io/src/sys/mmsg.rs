@@ -327,14 +327,24 @@ impl RecvBatch {
 /// CLOCK_REALTIME) and hands the stamp over as control data ([`RecvBatch::stamp`]).
 pub(crate) fn set_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
     let on: libc::c_int = 1;
-    // SAFETY: the option value is a c_int that lives across the call, with its size given.
+    set_opt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &on)
+}
+
+/// setsockopt(2) with a plain-data value `T` (an integer or a C struct).
+pub(crate) fn set_opt<T: Copy>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` points to a live `T` of the size passed; the kernel only reads it.
     let rc = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
+            level,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
         )
     };
     if rc != 0 {
@@ -372,18 +382,6 @@ pub(crate) fn getsockopt_int(
 /// `net.core.rmem_max` and doubles it for its bookkeeping). Returns the size granted.
 pub(crate) fn set_rcvbuf(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
     let want = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the option value is a c_int that lives across the call, with its size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&want as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &want)?;
     Ok(getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize)
 }
