@@ -15,6 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 tree_window_default=5   # the tree set's counting window, seconds (whole one-second windows)
+tree_warmup_default=3   # and its warm-up: pspat shape takes 1-2 s to settle (docs/EXPERIMENTS.md)
 
 usage() {
     cat <<EOF
@@ -43,7 +44,8 @@ Runs, for each set, each number of senders M and each mode, one measurement:
                  per leaf; every class's one-second windows and bursts against its ceil.
                  One sender per leaf, paced as tree_offered says (greedy ones at
                  --tree-greedy-mbit, default 25); modes pspat and htb (none has no
-                 tree); a ${tree_window_default}-second window (quick: 3)
+                 tree); a ${tree_window_default}-second window (quick: 3) after a
+                 ${tree_warmup_default}-second warm-up (quick: 2; --warmup sets it too)
   Every run also measures the CPU time per forwarded packet: the shaper's threads (pspat)
   and the softirq time of all CPUs (every mode) over the counting window, per packet the
   sink counted. Each row of a mode is set against the bridge alone (none) of the same M:
@@ -154,9 +156,12 @@ done
 if [ "$quick" = 1 ]; then
     [ "$senders_list" = "1 2 4 8 16 32" ] && senders_list="2 8"
     duration=${duration:-1.5}
-    warmup=${warmup:-0.5}
     tree_window_default=3
+    tree_warmup_default=2
 fi
+# an explicit --warmup holds for the tree set too
+[ -z "$warmup" ] || tree_warmup_default=$warmup
+if [ "$quick" = 1 ]; then warmup=${warmup:-0.5}; fi
 duration=${duration:-3}
 warmup=${warmup:-1}
 
@@ -323,16 +328,17 @@ cpu_sample() {
     printf '%s\n' "${irqs[@]}" >"${1%.txt}-softirqs.txt"
 }
 
-# cpu_window DIR SECONDS [PID]: samples at the start and the end of the sink's counting
-# window (SECONDS long), into DIR/cpu-before.txt and DIR/cpu-after.txt. Started just before udpgen: the sink's
+# cpu_window DIR WARMUP SECONDS [PID]: samples at the start and the end of the sink's
+# counting window (SECONDS long, after WARMUP), into DIR/cpu-before.txt and
+# DIR/cpu-after.txt. Started just before udpgen: the sink's
 # warm-up starts at the first datagram, a few ms later, so the two windows differ by
 # that much at each end; the row compares rates (CPU seconds per second against packets
 # per second), not counts.
 cpu_window() {
-    sleep "$warmup"
-    cpu_sample "$1/cpu-before.txt" "${3:-}"
     sleep "$2"
-    cpu_sample "$1/cpu-after.txt" "${3:-}"
+    cpu_sample "$1/cpu-before.txt" "${4:-}"
+    sleep "$3"
+    cpu_sample "$1/cpu-after.txt" "${4:-}"
 }
 
 # link rate of set $1, bit/s
@@ -428,10 +434,11 @@ trees_csv="$out/trees.csv"
 trees_txt="$out/trees.txt"
 rm -f "$csv" "$shares_csv" "$trees_csv" "$trees_txt"
 echo "pspat shaper kit: sets [$sets], modes [$modes], M in [$senders_list]; per run" \
-     "${warmup}s warm-up + ${duration}s counted (tree set: ${tree_window_default}s; trees" \
-     "[$trees]); namespaces $pfx-*" >&2
+     "${warmup}s warm-up + ${duration}s counted (tree set: ${tree_warmup_default}s +" \
+     "${tree_window_default}s; trees [$trees]); namespaces $pfx-*" >&2
 run_one() { # set mode m (the tree set: m is the tree's name)
     local set=$1 mode=$2 m=$3 link rate load tag dir sink sampler shaper="" win=$duration
+    local warm=$warmup
     local traffic=() sink_extra=() gen_s sink_s
     link=$(link_of "$set")
     case "$set" in
@@ -447,13 +454,14 @@ run_one() { # set mode m (the tree set: m is the tree's name)
         # one sender per leaf, each paced to its offered rate, no victim; the sink lists
         # every datagram (the one-second windows and the bursts are measured from it)
         win=$tree_window_default
+        warm=$tree_warmup_default
         traffic=(--senders "$(wc -w <<<"${tree_offered[$m]}")" --rates "$(tree_rates "$m")")
         sink_extra=(--trace)
     else
         traffic=(--senders "$m" --rate "$rate" --victim-rate "$victim_rate"
                  --victim-port "$victim_port" --victim-len "$victim_len")
     fi
-    gen_s=$(awk -v w="$warmup" -v d="$win" 'BEGIN { print w + d + 0.5 }')
+    gen_s=$(awk -v w="$warm" -v d="$win" 'BEGIN { print w + d + 0.5 }')
     sink_s=$(awk -v g="$gen_s" 'BEGIN { print g + 20 }')
     tag="$set-$mode-$m"
     dir="$out/runs/$tag"
@@ -483,7 +491,7 @@ run_one() { # set mode m (the tree set: m is the tree's name)
             ;;
     esac
     ip netns exec "$ns_rcv" nice -n "$sink_nice" "$pspat_bin" udpsink --bind "10.77.0.2:$port" --duration "$sink_s" \
-        --warmup "$warmup" --measure "$win" --idle 1 --cpu "$sink_cpu" \
+        --warmup "$warm" --measure "$win" --idle 1 --cpu "$sink_cpu" \
         $sink_poll "${sink_extra[@]+"${sink_extra[@]}"}" \
         --json "$dir/sink.json" >"$dir/sink.out" 2>"$dir/sink.err" &
     sink=$!
@@ -493,7 +501,7 @@ run_one() { # set mode m (the tree set: m is the tree's name)
     in_ns "$ns_rcv" grep '^Udp:' /proc/net/snmp >"$dir/udp-before.txt"
     cat /proc/net/softnet_stat >"$dir/softnet-before.txt"
     rm -f "$dir"/cpu-*.txt
-    cpu_window "$dir" "$win" "$shaper" &
+    cpu_window "$dir" "$warm" "$win" "$shaper" &
     sampler=$!
     pids+=("$sampler")
     in_ns "$ns_snd" "$pspat_bin" udpgen --dest "10.77.0.2:$port" "${traffic[@]}" \
