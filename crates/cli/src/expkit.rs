@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use pspat_expkit::csv::Point;
+use pspat_expkit::tree_compare::Capacity;
 use pspat_expkit::{
     csv, figures, meter, tree_compare, CpuUse, GenConfig, GenReport, Generator, KitTree, Row,
     RowSpec, Sink, SinkConfig, SinkError, SinkReport, TreeRun, VictimFigures,
@@ -176,6 +177,10 @@ pub struct TreeCompareArgs {
     /// Draw the leaves' throughput (reference and each run) into this SVG.
     #[arg(long, value_name = "FILE")]
     figure: Option<PathBuf>,
+    /// Compute each run's reference on a link of what it delivered in all, not on the
+    /// tree's link: for a shaper that is itself the bottleneck (the CPU, not the link).
+    #[arg(long)]
+    at_delivered: bool,
 }
 
 fn parse_run(s: &str) -> Result<(String, PathBuf), String> {
@@ -462,7 +467,12 @@ fn tree(cmd: TreeCmd) -> Result<()> {
                     Some(t) => t,
                     None => tree.insert(kit_tree(&a.config, &ports_of(&gen))?),
                 };
-                let run = TreeRun::new(t, mode, &gen, &sink)
+                let capacity = if a.at_delivered {
+                    Capacity::Delivered
+                } else {
+                    Capacity::Link
+                };
+                let run = TreeRun::new(t, mode, &gen, &sink, capacity)
                     .with_context(|| format!("the {mode} run in {}", dir.display()))?;
                 runs.push(run);
             }

@@ -30,8 +30,8 @@ pub struct ClassMeasure {
     /// Throughput over each whole second of the window, in order, bit/s (empty without a
     /// trace).
     pub windows_bps: Vec<f64>,
-    /// Largest burst above its ceil in the trace, bytes (see the module documentation; 0
-    /// without a trace).
+    /// Largest burst above its ceil in the trace, bytes (see the module documentation;
+    /// NaN without a trace).
     pub burst_bytes: f64,
     /// Its largest packet in the trace, bytes.
     pub max_len: u32,
@@ -73,7 +73,13 @@ pub fn measure(
             bytes[k] += c.wire_bytes as f64;
         }
     }
-    let whole = sink.window_s.floor() as usize;
+    // the windows and the bursts need the trace
+    let traced = !sink.trace.is_empty();
+    let whole = if traced {
+        sink.window_s.floor() as usize
+    } else {
+        0
+    };
     let mut windows = vec![vec![0.0; whole]; n];
     // Lindley's recursion per class: (time of the last arrival, backlog, largest backlog)
     let mut queue = vec![(0u64, 0.0f64, 0.0f64); n];
@@ -98,7 +104,7 @@ pub fn measure(
         .map(|k| ClassMeasure {
             bps: rate(bytes[k], sink.window_s),
             windows_bps: windows[k].iter().map(|&b| b * 8.0).collect(),
-            burst_bytes: queue[k].2,
+            burst_bytes: if traced { queue[k].2 } else { f64::NAN },
             max_len: max_len[k],
         })
         .collect())
@@ -174,6 +180,12 @@ mod tests {
         assert_eq!((m[4].max_len, m[2].max_len, m[3].max_len), (1000, 1000, 0));
         // Offered: 100 packets of 1000 bytes in 2 s each.
         assert_eq!(offered_bps(&t, &gen).unwrap(), [400e3; 5]);
+        // Without a trace: the throughput only.
+        let mut untraced = sink.clone();
+        untraced.trace.clear();
+        let u = measure(&t, &gen, &untraced).unwrap();
+        assert_eq!(u[4].bps, m[4].bps);
+        assert!(u[4].windows_bps.is_empty() && u[4].burst_bytes.is_nan());
         // A client the generator did not report is an error, not a guess.
         sink.trace[0].client = 7;
         let e = measure(&t, &gen, &sink).unwrap_err();

@@ -31,6 +31,8 @@ use crate::error::TreeSetError;
 const UDP: u8 = 17;
 /// HTB's minor class number of the kit tree's class 0 (the link's class is 1).
 const FIRST_MINOR: usize = 0x10;
+/// Above this many senders' ports, HTB's filters are hashed (see [`KitTree::htb`]).
+const LINEAR_FILTERS: usize = 32;
 
 /// One class of a kit tree, every value resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -184,7 +186,11 @@ impl KitTree {
     /// The tree as HTB on device `dev`: a `tc -batch` file (one command a line, without
     /// `tc`). The link is class 1:1 (rate and ceil the link's, its burst as a class's at
     /// that rate), classes follow from 1:10, each leaf gets a `pfifo` of its queue's limit
-    /// (handle its minor number) and each sender's port a u32 filter to its leaf.
+    /// (handle its minor number) and each sender's port a u32 filter to its leaf. With
+    /// more than 32 ports the filters are hashed, as HTB is set up for many classes: a
+    /// 256-bucket table (handle 2:) keyed by the low byte of the UDP source port (the
+    /// word 20 bytes into an IPv4 header without options), each bucket holding its
+    /// ports' filters, so that a packet meets a few filters instead of all of them.
     pub fn htb(&self, dev: &str) -> String {
         let mut out = String::new();
         let link = self.link_bps;
@@ -219,11 +225,28 @@ impl KitTree {
                 );
             }
         }
-        for &(port, leaf) in &self.ports {
+        let hashed = self.ports.len() > LINEAR_FILTERS;
+        if hashed {
             let _ = writeln!(
                 out,
-                "filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip protocol {UDP} \
-                 0xff match ip sport {port} 0xffff flowid {}",
+                "filter add dev {dev} parent 1: protocol ip prio 1 handle 2: u32 divisor 256"
+            );
+            let _ = writeln!(
+                out,
+                "filter add dev {dev} parent 1: protocol ip prio 1 u32 ht 800:: match ip \
+                 protocol {UDP} 0xff hashkey mask 0x00ff0000 at 20 link 2:"
+            );
+        }
+        for &(port, leaf) in &self.ports {
+            let at = if hashed {
+                format!("ht 2:{:x}: ", port & 0xff)
+            } else {
+                format!("match ip protocol {UDP} 0xff ")
+            };
+            let _ = writeln!(
+                out,
+                "filter add dev {dev} parent 1: protocol ip prio 1 u32 {at}match ip sport \
+                 {port} 0xffff flowid {}",
                 Self::htb_classid(leaf)
             );
         }
@@ -237,6 +260,12 @@ impl KitTree {
     /// # Panics
     /// If `offered_bps` is not one rate per port.
     pub fn reference(&self, offered_bps: &[f64]) -> Vec<f64> {
+        self.reference_on(self.link_bps as f64, offered_bps)
+    }
+
+    /// [`KitTree::reference`] on a link of `link_bps` instead of the tree's own: what the
+    /// tree owes each class of what a shaper that is itself the bottleneck delivered.
+    pub fn reference_on(&self, link_bps: f64, offered_bps: &[f64]) -> Vec<f64> {
         assert_eq!(offered_bps.len(), self.ports.len(), "one rate per port");
         let mut offered = vec![0.0; self.classes.len()];
         for (&(_, leaf), &bps) in self.ports.iter().zip(offered_bps) {
@@ -248,7 +277,7 @@ impl KitTree {
                 c.offered = Some(o);
             }
         }
-        allocate_tree(self.link_bps as f64, &classes)
+        allocate_tree(link_bps.max(0.0), &classes)
             .expect("a tree pspat-config accepted is a valid fluid tree")
     }
 }
@@ -320,6 +349,46 @@ mod tests {
         );
         // 1 qdisc, 7 classes, 4 pfifos, 5 filters.
         assert_eq!(lines.len(), 17);
+    }
+
+    #[test]
+    fn many_ports_get_hashed_filters() {
+        let mut text = String::from("pipe 1 config bw 1Gbit/s\nsched 1 config type wf2q+\n");
+        for i in 0..40u32 {
+            text += &format!(
+                "sched {s} config type fifo parent 1 rate 1Mbit/s weight {w}\n\
+                 queue {s} config sched {s} queue 10\n\
+                 add {r} queue {s} udp from any {p} to any\n",
+                s = 10 + i,
+                w = 1 + i % 4,
+                r = 100 + i,
+                p = 10200 + i
+            );
+        }
+        let c = pspat_config::parse_ipfw(&text, "many").unwrap();
+        let ports: Vec<u16> = (10200..10240).collect();
+        let t = KitTree::from_config(&c, &ports).unwrap();
+        let b = t.htb("r1");
+        let filters: Vec<&str> = b.lines().filter(|l| l.starts_with("filter")).collect();
+        assert_eq!(filters.len(), 42);
+        assert_eq!(
+            filters[1],
+            "filter add dev r1 parent 1: protocol ip prio 1 u32 ht 800:: match ip protocol 17 \
+             0xff hashkey mask 0x00ff0000 at 20 link 2:"
+        );
+        // 10200 = 0x27d8: bucket d8; sched 10 is class 0, 1:10
+        assert_eq!(
+            filters[2],
+            "filter add dev r1 parent 1: protocol ip prio 1 u32 ht 2:d8: match ip sport 10200 \
+             0xffff flowid 1:10"
+        );
+        // On a link of what a shaper delivered, 2.5 Mbit/s among 40 greedy leaves: by
+        // rate (1 Mbit/s each: all equal) up to that.
+        let got = t.reference_on(2.5e6, &[1e9; 40]);
+        assert!(
+            got.iter().all(|g| (g - 2.5e6 / 40.0).abs() < 1e-6),
+            "{got:?}"
+        );
     }
 
     #[test]

@@ -19,6 +19,8 @@ use crate::tree::KitTree;
 pub const LEAF_TOLERANCE: f64 = 0.02;
 /// How far above its ceil a class may be over a one-second window (the issue's 1%).
 pub const CEIL_TOLERANCE: f64 = 0.01;
+/// Trees of more classes get no table, only the CSV and the acceptance lines.
+const TABLE_CLASSES: usize = 40;
 
 /// Columns of the tree CSV, one line per run and class.
 pub const COLUMNS: [&str; 20] = [
@@ -57,27 +59,50 @@ pub struct TreeRun {
     pub measures: Vec<ClassMeasure>,
     /// The sink's counting window, seconds.
     pub window_s: f64,
+    /// Datagrams per second the sink counted, all senders.
+    pub delivered_pps: f64,
+}
+
+/// The link a run's reference allocation is computed on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capacity {
+    /// The tree's link (the link is the bottleneck).
+    Link,
+    /// What the run delivered in all (the shaper is the bottleneck: what the tree owes
+    /// each class of what got through).
+    Delivered,
 }
 
 impl TreeRun {
-    /// The run of `mode` from its generator's and sink's reports.
+    /// The run of `mode` from its generator's and sink's reports, its reference computed
+    /// on `capacity`.
     pub fn new(
         tree: &KitTree,
         mode: &str,
         gen: &GenReport,
         sink: &SinkReport,
+        capacity: Capacity,
     ) -> Result<Self, MeterError> {
         let per_port = meter::offered_bps(tree, gen)?;
         let mut offered_bps = vec![0.0; tree.classes.len()];
         for (&(_, leaf), bps) in tree.ports.iter().zip(&per_port) {
             offered_bps[leaf] += bps;
         }
+        let measures = meter::measure(tree, gen, sink)?;
+        let link = match capacity {
+            Capacity::Link => tree.link_bps as f64,
+            Capacity::Delivered => (0..tree.classes.len())
+                .filter(|&k| tree.classes[k].parent.is_none())
+                .map(|k| measures[k].bps)
+                .sum(),
+        };
         Ok(TreeRun {
             mode: mode.to_owned(),
-            reference_bps: tree.reference(&per_port),
+            reference_bps: tree.reference_on(link, &per_port),
             offered_bps,
-            measures: meter::measure(tree, gen, sink)?,
+            measures,
             window_s: sink.window_s,
+            delivered_pps: sink.total_pps,
         })
     }
 
@@ -228,6 +253,13 @@ pub fn table(name: &str, tree: &KitTree, runs: &[TreeRun]) -> String {
     let Some(first) = runs.first() else {
         return format!("tree {name}: no runs\n");
     };
+    if tree.classes.len() > TABLE_CLASSES {
+        return format!(
+            "tree {name} (link {} Mbit/s): {} classes, too many for a table (see the CSV)\n",
+            mbit(tree.link_bps as f64),
+            tree.classes.len()
+        );
+    }
     let mut headers: Vec<String> = SETTINGS.map(String::from).to_vec();
     for r in runs {
         let m = &r.mode;
@@ -289,7 +321,21 @@ pub fn verdicts(name: &str, tree: &KitTree, runs: &[TreeRun]) -> Vec<String> {
     let class = |k: usize| tree.classes[k].name.clone();
     let ok = |good: bool| if good { "ok" } else { "OFF" };
     let mut out = Vec::new();
+    for r in runs {
+        out.push(format!(
+            "{name}: {} delivered {:.1} kpps ({:.2} Mbit/s in its leaves)",
+            r.mode,
+            r.delivered_pps / 1e3,
+            leaves().map(|k| r.measures[k].bps).sum::<f64>() / 1e6
+        ));
+    }
     if let [a, b, ..] = runs {
+        out.push(format!(
+            "{name}: {} against {}, packets per second {:.3}",
+            a.mode,
+            b.mode,
+            a.delivered_pps / b.delivered_pps
+        ));
         if let Some((v, k)) =
             largest(leaves().map(|k| (k, rel(a.measures[k].bps, b.measures[k].bps))))
         {
@@ -419,6 +465,7 @@ mod tests {
                 })
                 .collect(),
             window_s: 2.0,
+            delivered_pps: 6000.0,
         }
     }
 
@@ -431,34 +478,39 @@ mod tests {
         let v = verdicts("two", &t, &[p.clone(), h.clone()]);
         assert_eq!(
             v[0],
+            "two: pspat delivered 6.0 kpps (38.00 Mbit/s in its leaves)"
+        );
+        assert_eq!(v[2], "two: pspat against htb, packets per second 1.000");
+        assert_eq!(
+            v[3],
             "two: pspat against htb, largest leaf difference +9.89% (sched 12), within 2%: OFF"
         );
         assert_eq!(
-            v[1],
+            v[4],
             "two: pspat against the reference, largest leaf difference +0.00% (sched 11), \
              within 2%: ok"
         );
         assert!(
-            v[2].ends_with("+0.00% (sched 10), at most +1%: ok"),
+            v[5].ends_with("+0.00% (sched 10), at most +1%: ok"),
             "{}",
-            v[2]
+            v[5]
         );
         // 3000 bytes against sched 10's cburst 3000 and a packet.
         assert!(
-            v[3].ends_with("0.75 (sched 10: 3000 of 4000 bytes): ok"),
+            v[6].ends_with("0.75 (sched 10: 3000 of 4000 bytes): ok"),
             "{}",
-            v[3]
+            v[6]
         );
         assert!(
-            v[4].contains("-9.00% (sched 12)") && v[4].ends_with("OFF"),
+            v[7].contains("-9.00% (sched 12)") && v[7].ends_with("OFF"),
             "{}",
-            v[4]
+            v[7]
         );
         // A and sched 21 run at their ceils: 2% above over the second window.
         assert!(
-            v[5].contains("+2.00% (sched 10)") && v[5].ends_with("OFF"),
+            v[8].contains("+2.00% (sched 10)") && v[8].ends_with("OFF"),
             "{}",
-            v[5]
+            v[8]
         );
 
         let lines = csv_lines("two", &t, &h);
