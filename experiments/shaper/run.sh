@@ -49,7 +49,7 @@ Runs, for each set, each number of senders M and each mode, one measurement:
                  ${tree_warmup_default}-second warm-up (quick: 2; --warmup sets it too)
          subscribers: not run unless asked for: a tree of --subscribers (default 1000)
                  subscriber classes under 4 sites on the cpu set's 10 Gbit/s link, one
-                 unpaced sender each (the CPU is the limit); pspat against HTB with the
+                 unpaced sender each, in 8 threads (the CPU is the limit); pspat against HTB with the
                  same classes and hashed u32 filters: packets per second, and each
                  subscriber's throughput against the tree's allocation of what the shaper
                  delivered; a ${subscribers_window_default}-second window (quick: 3) after the
@@ -128,6 +128,7 @@ trees_dir="$here/trees"
 trees=""
 tree_greedy_mbit=25
 subscribers=1000     # the subscribers set's subscriber classes (and senders)
+subscriber_threads=8 # the threads its senders share (udpgen --threads; at most $subscribers)
 declare -A tree_offered=(
     [two-level]="g g g 6 g"
     [three-level]="g g g 4 g"
@@ -510,10 +511,12 @@ run_one() { # set mode m (the tree set: m is the tree's name)
         traffic=(--senders "$(tree_senders tree "$m")" --rates "$(tree_rates "$m")")
         sink_extra=(--trace)
     elif [ "$set" = subscribers ]; then
-        # one unpaced sender per subscriber, no victim
+        # one unpaced sender per subscriber, no victim; the senders share a few threads,
+        # each taking its senders in turn (a thread each would not run together)
         win=$subscribers_window_default
         warm=$tree_warmup_default
-        traffic=(--senders "$m" --rate 0)
+        traffic=(--senders "$m" --rate 0
+                 --threads "$(( m < subscriber_threads ? m : subscriber_threads ))")
     else
         traffic=(--senders "$m" --rate "$rate" --victim-rate "$victim_rate"
                  --victim-port "$victim_port" --victim-len "$victim_len")

@@ -47,6 +47,10 @@ pub struct GenArgs {
     #[arg(long, value_name = "PPS,...", value_delimiter = ',', value_parser = parse_packet_rate,
           conflicts_with = "rate")]
     rates: Vec<f64>,
+    /// Threads the greedy senders share (sender i in thread i mod T, each thread taking
+    /// its senders in turn); 0: a thread per sender. The victim has its own.
+    #[arg(long, value_name = "T", default_value_t = 0)]
+    threads: u32,
     /// Packets per second of the victim sender (client M); 0: no victim.
     #[arg(long, value_name = "PPS", default_value = "0", value_parser = parse_packet_rate)]
     victim_rate: f64,
@@ -275,6 +279,7 @@ pub fn udpgen(a: GenArgs) -> Result<()> {
         src_port_base: a.src_port_base,
         rate_pps: a.rate,
         rates_pps: a.rates,
+        threads: a.threads,
         victim_rate_pps: a.victim_rate,
         victim_port: a.victim_port,
         victim_len: a.victim_len,
