@@ -8,12 +8,15 @@
 #
 # Usage (as root): experiments/shaper/run.sh [--quick] [options]; see --help and
 # docs/EXPERIMENTS.md. Writes experiments/shaper/results/{results.csv,shares.csv,*.svg}
-# and each run's reports and logs under results/runs/ (not committed), and prints a
-# summary table per set.
+# (the tree set: trees.csv, trees.txt, tree-*.svg) and each run's reports and logs under
+# results/runs/ (not committed), and prints a summary table per set.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+tree_window_default=5   # the tree set's counting window, seconds (whole one-second windows)
+tree_warmup_default=3   # and its warm-up: pspat shape takes 1-2 s to settle (docs/EXPERIMENTS.md)
+subscribers_window_default=20  # the subscribers set's: ~3000 packets per subscriber of 1000
 
 usage() {
     cat <<EOF
@@ -21,7 +24,8 @@ usage: $0 [--quick] [--senders "1 2 4 8 16 32"] [--modes "pspat htb none"]
           [--sets "shares cpu idle"] [--out DIR] [--pspat BIN] [--duration S] [--warmup S]
           [--link-mbit N] [--overload X] [--idle-load X] [--alg NAME] [--sink-spin-us N]
           [--shaper-nice N] [--sink-nice N] [--shaper-cpus LIST] [--shape-args "OPTIONS"]
-          [--receiver-rps MASK|off] [--layout shared|forwarder]
+          [--receiver-rps MASK|off] [--layout shared|forwarder] [--trees "NAME ..."]
+          [--tree-greedy-mbit N] [--subscribers N]
 
 Runs, for each set, each number of senders M and each mode, one measurement:
   modes  pspat: 'pspat shape' forwards s1 -> r1 (AF_PACKET), scheduled by a generated
@@ -35,6 +39,21 @@ Runs, for each set, each number of senders M and each mode, one measurement:
                  measures delivered packets per second
          idle:   link of --link-mbit, the senders paced to --idle-load (default 0.01)
                  of it in all: the victim's added latency on an idle link
+         tree:   not run unless asked for: each tree of --trees (default: all of
+                 experiments/shaper/trees/*.ipfw), pspat against HTB (the same tree,
+                 generated from pspat's configuration) and the reference allocation,
+                 per leaf; every class's one-second windows and bursts against its ceil.
+                 One sender per leaf, paced as tree_offered says (greedy ones at
+                 --tree-greedy-mbit, default 25); modes pspat and htb (none has no
+                 tree); a ${tree_window_default}-second window (quick: 3) after a
+                 ${tree_warmup_default}-second warm-up (quick: 2; --warmup sets it too)
+         subscribers: not run unless asked for: a tree of --subscribers (default 1000)
+                 subscriber classes under 4 sites on the cpu set's 10 Gbit/s link, one
+                 unpaced sender each, in 8 threads (the CPU is the limit); pspat against HTB with the
+                 same classes and hashed u32 filters: packets per second, and each
+                 subscriber's throughput against the tree's allocation of what the shaper
+                 delivered; a ${subscribers_window_default}-second window (quick: 3) after the
+                 tree set's warm-up
   Every run also measures the CPU time per forwarded packet: the shaper's threads (pspat)
   and the softirq time of all CPUs (every mode) over the counting window, per packet the
   sink counted. Each row of a mode is set against the bridge alone (none) of the same M:
@@ -99,6 +118,23 @@ port=9000
 base=10000           # sender i sends from port base + i
 victim_port=20000
 
+# The tree set: each tree is experiments/shaper/trees/NAME.ipfw, a pspat configuration
+# whose rules send sender i's port (base + i) to a leaf; here, what each sender offers,
+# Mbit/s of $len-byte frames, in port order; g: a greedy sender, --tree-greedy-mbit
+# (default 25, half the trees' 50 Mbit/s links: more than any of their leaves is owed).
+# The HTB twin and the reference allocation are derived from the configuration (pspat
+# experiment tree htb, compare).
+trees_dir="$here/trees"
+trees=""
+tree_greedy_mbit=25
+subscribers=1000     # the subscribers set's subscriber classes (and senders)
+subscriber_threads=8 # the threads its senders share (udpgen --threads; at most $subscribers)
+declare -A tree_offered=(
+    [two-level]="g g g 6 g"
+    [three-level]="g g g 4 g"
+    [root-prio]="4 g g g g 4"
+)
+
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) quick=1 ;;
@@ -120,6 +156,9 @@ while [ $# -gt 0 ]; do
         --shaper-cpus) shaper_cpus="$2"; shift ;;
         --receiver-rps) receiver_rps="$2"; shift ;;
         --layout) layout="$2"; shift ;;
+        --trees) trees="$2"; shift ;;
+        --tree-greedy-mbit) tree_greedy_mbit="$2"; shift ;;
+        --subscribers) subscribers="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -128,8 +167,13 @@ done
 if [ "$quick" = 1 ]; then
     [ "$senders_list" = "1 2 4 8 16 32" ] && senders_list="2 8"
     duration=${duration:-1.5}
-    warmup=${warmup:-0.5}
+    tree_window_default=3
+    tree_warmup_default=2
+    subscribers_window_default=3
 fi
+# an explicit --warmup holds for the tree set too
+[ -z "$warmup" ] || tree_warmup_default=$warmup
+if [ "$quick" = 1 ]; then warmup=${warmup:-0.5}; fi
 duration=${duration:-3}
 warmup=${warmup:-1}
 
@@ -158,7 +202,23 @@ for m in $modes; do
     case "$m" in pspat|htb|none) ;; *) echo "error: unknown mode '$m'" >&2; exit 2 ;; esac
 done
 for s in $sets; do
-    case "$s" in shares|cpu|idle) ;; *) echo "error: unknown set '$s'" >&2; exit 2 ;; esac
+    case "$s" in shares|cpu|idle|tree|subscribers) ;; *) echo "error: unknown set '$s'" >&2; exit 2 ;; esac
+done
+if [ -z "$trees" ]; then
+    trees=$(cd "$trees_dir" && for f in *.ipfw; do printf '%s ' "${f%.ipfw}"; done)
+fi
+case "$subscribers" in
+    ''|*[!0-9]*) echo "error: --subscribers '$subscribers' is not a number" >&2; exit 2 ;;
+esac
+if [ "$subscribers" -lt 1 ] || [ "$subscribers" -gt 1000 ]; then
+    echo "error: --subscribers $subscribers is outside 1..1000" >&2; exit 2
+fi
+case "$tree_greedy_mbit" in
+    ''|*[!0-9.]*) echo "error: --tree-greedy-mbit '$tree_greedy_mbit' is not a number" >&2; exit 2 ;;
+esac
+for t in $trees; do
+    [ -f "$trees_dir/$t.ipfw" ] || { echo "error: no tree '$t' ($trees_dir/$t.ipfw)" >&2; exit 2; }
+    [ -n "${tree_offered[$t]:-}" ] || { echo "error: tree '$t' has no tree_offered entry in $0" >&2; exit 2; }
 done
 for m in $senders_list; do
     case "$m" in ''|*[!0-9]*) echo "error: sender count '$m' is not a number" >&2; exit 2 ;; esac
@@ -286,21 +346,25 @@ cpu_sample() {
     printf '%s\n' "${irqs[@]}" >"${1%.txt}-softirqs.txt"
 }
 
-# cpu_window DIR [PID]: samples at the start and the end of the sink's counting window,
-# into DIR/cpu-before.txt and DIR/cpu-after.txt. Started just before udpgen: the sink's
+# cpu_window DIR WARMUP SECONDS [PID]: samples at the start and the end of the sink's
+# counting window (SECONDS long, after WARMUP), into DIR/cpu-before.txt and
+# DIR/cpu-after.txt. Started just before udpgen: the sink's
 # warm-up starts at the first datagram, a few ms later, so the two windows differ by
 # that much at each end; the row compares rates (CPU seconds per second against packets
 # per second), not counts.
 cpu_window() {
-    sleep "$warmup"
-    cpu_sample "$1/cpu-before.txt" "${2:-}"
-    sleep "$duration"
-    cpu_sample "$1/cpu-after.txt" "${2:-}"
+    sleep "$2"
+    cpu_sample "$1/cpu-before.txt" "${4:-}"
+    sleep "$3"
+    cpu_sample "$1/cpu-after.txt" "${4:-}"
 }
 
 # link rate of set $1, bit/s
 link_of() {
-    if [ "$1" = cpu ]; then echo 10000000000; else echo $((link_mbit * 1000000)); fi
+    case "$1" in
+        cpu|subscribers) echo 10000000000 ;;
+        *) echo $((link_mbit * 1000000)) ;;
+    esac
 }
 
 # weight of sender $1
@@ -368,17 +432,67 @@ pspat_config() { # link_bps m file
     } >"$f"
 }
 
+# The subscribers set's tree: the 10 Gbit/s link, 4 sites (a quarter of it guaranteed
+# each, ceil the link), $1 subscribers in 4 consecutive blocks, one a site, subscriber i
+# with weight w = 1 + (i mod 4), rate 100 kbit/s x w, ceil the link, a FIFO of $qlimit
+# packets, its datagrams from port base + i.
+subscribers_config() { # n file
+    local n=$1 f=$2 i w site mbit
+    mbit=$(( $(link_of subscribers) / 1000000 ))
+    {
+        echo "# generated by experiments/shaper/run.sh: $n subscribers under 4 sites"
+        echo "pipe 1 config bw ${mbit}Mbit/s"
+        echo "sched 1 config type wf2q+"
+        for site in 2 3 4 5; do
+            echo "sched $site config type wf2q+ parent 1 rate $((mbit / 4))Mbit/s ceil ${mbit}Mbit/s"
+        done
+        for ((i = 0; i < n; i++)); do
+            w=$(weight_of "$i")
+            echo "sched $((1000 + i)) config type fifo parent $((2 + 4 * i / n)) rate $((100 * w))Kbit/s ceil ${mbit}Mbit/s weight $w"
+            echo "queue $((1000 + i)) config sched $((1000 + i)) queue $qlimit"
+            echo "add $((100 + i)) queue $((1000 + i)) udp from any $((base + i)) to any"
+        done
+    } >"$f"
+}
+
+# The configuration of point $2 of the tree set or the subscribers set ($1).
+tree_config() {
+    if [ "$1" = tree ]; then echo "$trees_dir/$2.ipfw"; else echo "$out/subscribers-$2.ipfw"; fi
+}
+
+# The senders of point $2 of the tree set or the subscribers set ($1): how many, and
+# their ports (base + i, comma-separated).
+tree_senders() {
+    if [ "$1" = tree ]; then wc -w <<<"${tree_offered[$2]}"; else echo "$2"; fi
+}
+tree_ports() {
+    local n i ports=""
+    n=$(tree_senders "$1" "$2")
+    for ((i = 0; i < n; i++)); do ports="$ports${ports:+,}$((base + i))"; done
+    echo "$ports"
+}
+# The tree set's paced rates in packets/s of tree $1.
+tree_rates() {
+    awk -v len="$len" -v g="$tree_greedy_mbit" '{
+        for (i = 1; i <= NF; i++)
+            printf "%s%.3f", (i > 1 ? "," : ""), ($i == "g" ? g : $i) * 1e6 / (8 * len)
+    }' <<<"${tree_offered[$1]}"
+}
+
 # ---- runs ----------------------------------------------------------------------------------
 mkdir -p "$out/runs"
 csv="$out/results.csv"
 shares_csv="$out/shares.csv"
-rm -f "$csv" "$shares_csv"
-gen_s=$(awk -v w="$warmup" -v d="$duration" 'BEGIN { print w + d + 0.5 }')
-sink_s=$(awk -v g="$gen_s" 'BEGIN { print g + 20 }')
+trees_csv="$out/trees.csv"
+trees_txt="$out/trees.txt"
+rm -f "$csv" "$shares_csv" "$trees_csv" "$trees_txt"
 echo "pspat shaper kit: sets [$sets], modes [$modes], M in [$senders_list]; per run" \
-     "${warmup}s warm-up + ${duration}s counted; namespaces $pfx-*" >&2
-run_one() { # set mode m
-    local set=$1 mode=$2 m=$3 link rate load tag dir sink sampler shaper=""
+     "${warmup}s warm-up + ${duration}s counted (tree set: ${tree_warmup_default}s +" \
+     "${tree_window_default}s; trees [$trees]); namespaces $pfx-*" >&2
+run_one() { # set mode m (the tree set: m is the tree's name)
+    local set=$1 mode=$2 m=$3 link rate load tag dir sink sampler shaper="" win=$duration
+    local warm=$warmup
+    local traffic=() sink_extra=() gen_s sink_s
     link=$(link_of "$set")
     case "$set" in
         shares|idle)
@@ -389,14 +503,44 @@ run_one() { # set mode m
                 'BEGIN { printf "%.3f", l * o / (8 * len) / m }') ;;
         cpu) rate=0 ;;
     esac
+    if [ "$set" = tree ]; then
+        # one sender per leaf, each paced to its offered rate, no victim; the sink lists
+        # every datagram (the one-second windows and the bursts are measured from it)
+        win=$tree_window_default
+        warm=$tree_warmup_default
+        traffic=(--senders "$(tree_senders tree "$m")" --rates "$(tree_rates "$m")")
+        sink_extra=(--trace)
+    elif [ "$set" = subscribers ]; then
+        # one unpaced sender per subscriber, no victim; the senders share a few threads,
+        # each taking its senders in turn (a thread each would not run together)
+        win=$subscribers_window_default
+        warm=$tree_warmup_default
+        traffic=(--senders "$m" --rate 0
+                 --threads "$(( m < subscriber_threads ? m : subscriber_threads ))")
+    else
+        traffic=(--senders "$m" --rate "$rate" --victim-rate "$victim_rate"
+                 --victim-port "$victim_port" --victim-len "$victim_len")
+    fi
+    gen_s=$(awk -v w="$warm" -v d="$win" 'BEGIN { print w + d + 0.5 }')
+    sink_s=$(awk -v g="$gen_s" 'BEGIN { print g + 20 }')
     tag="$set-$mode-$m"
     dir="$out/runs/$tag"
     mkdir -p "$dir"
-    case "$mode" in
-        none) bridge_up ;;
-        htb) bridge_up; htb_up "$link" "$m" ;;
-        pspat)
-            pspat_config "$link" "$m" "$dir/config.ipfw"
+    case "$mode-$set" in
+        none-*) bridge_up ;;
+        htb-tree|htb-subscribers)
+            bridge_up
+            "$pspat_bin" experiment tree htb --config "$(tree_config "$set" "$m")" \
+                --ports "$(tree_ports "$set" "$m")" --dev r1 >"$dir/htb.tc"
+            tc -n "$ns_shp" -batch "$dir/htb.tc"
+            ;;
+        htb-*) bridge_up; htb_up "$link" "$m" ;;
+        pspat-*)
+            if [ "$set" = tree ] || [ "$set" = subscribers ]; then
+                cp "$(tree_config "$set" "$m")" "$dir/config.ipfw"
+            else
+                pspat_config "$link" "$m" "$dir/config.ipfw"
+            fi
             "$pspat_bin" config check --quiet "$dir/config.ipfw" >/dev/null
             # `ip netns exec` execs the command: $! is pspat's own PID.
             ip netns exec "$ns_shp" nice -n "$shaper_nice" taskset -c "$shaper_cpus" "$pspat_bin" shape --in s1 --out r1 --config "$dir/config.ipfw" $shape_args \
@@ -407,8 +551,8 @@ run_one() { # set mode m
             ;;
     esac
     ip netns exec "$ns_rcv" nice -n "$sink_nice" "$pspat_bin" udpsink --bind "10.77.0.2:$port" --duration "$sink_s" \
-        --warmup "$warmup" --measure "$duration" --idle 1 --cpu "$sink_cpu" \
-        $sink_poll \
+        --warmup "$warm" --measure "$win" --idle 1 --cpu "$sink_cpu" \
+        $sink_poll "${sink_extra[@]+"${sink_extra[@]}"}" \
         --json "$dir/sink.json" >"$dir/sink.out" 2>"$dir/sink.err" &
     sink=$!
     pids+=("$sink")
@@ -417,12 +561,11 @@ run_one() { # set mode m
     in_ns "$ns_rcv" grep '^Udp:' /proc/net/snmp >"$dir/udp-before.txt"
     cat /proc/net/softnet_stat >"$dir/softnet-before.txt"
     rm -f "$dir"/cpu-*.txt
-    cpu_window "$dir" "$shaper" &
+    cpu_window "$dir" "$warm" "$win" "$shaper" &
     sampler=$!
     pids+=("$sampler")
-    in_ns "$ns_snd" "$pspat_bin" udpgen --dest "10.77.0.2:$port" --senders "$m" \
-        --len "$len" --duration "$gen_s" --src-port-base "$base" --rate "$rate" \
-        --victim-rate "$victim_rate" --victim-port "$victim_port" --victim-len "$victim_len" \
+    in_ns "$ns_snd" "$pspat_bin" udpgen --dest "10.77.0.2:$port" "${traffic[@]}" \
+        --len "$len" --duration "$gen_s" --src-port-base "$base" \
         --cpus "$gen_cpus" \
         --json "$dir/gen.json" >"$dir/gen.out" 2>"$dir/gen.err" \
         || { echo "error: udpgen failed:" >&2; cat "$dir/gen.err" >&2; return 1; }
@@ -452,14 +595,39 @@ row_of() { # set mode m [baseline-sink.json]
         --csv "$csv" --shares-csv "$shares_csv"
 }
 
+# The comparison of the runs of point $2 of the tree set or the subscribers set ($1),
+# pspat first: a table and the acceptance lines, into trees.txt; a line per run and
+# class into trees.csv; the leaves' figure. The subscribers set's shaper, not its link,
+# is the bottleneck: its reference is the tree's allocation of what each run delivered.
+tree_compare() { # set point mode...
+    local set=$1 t=$2 name=$2 runs=() extra=() mode
+    shift 2
+    for mode in "$@"; do runs+=(--run "$mode=$out/runs/$set-$mode-$t"); done
+    if [ "$set" = subscribers ]; then name="subscribers-$t"; extra=(--at-delivered); fi
+    "$pspat_bin" experiment tree compare --tree "$name" --config "$(tree_config "$set" "$t")" \
+        "${runs[@]}" "${extra[@]+"${extra[@]}"}" --csv "$trees_csv" \
+        --figure "$out/tree-$name.svg" | tee -a "$trees_txt"
+    echo >>"$trees_txt"
+}
+
 for set in $sets; do
-    for m in $senders_list; do
+    points=$senders_list
+    case "$set" in
+        tree) points=$trees ;;
+        subscribers) points=$subscribers; subscribers_config "$subscribers" "$(tree_config subscribers "$subscribers")" ;;
+    esac
+    for m in $points; do
         ran=()
         for mode in $modes; do
             if [ "$mode" = pspat ] && [ "$have_shape" = 0 ]; then continue; fi
+            case "$mode-$set" in none-tree|none-subscribers) continue ;; esac
             run_one "$set" "$mode" "$m"
             ran+=("$mode")
         done
+        if [ "$set" = tree ] || [ "$set" = subscribers ]; then
+            if [ "${#ran[@]}" -gt 0 ]; then tree_compare "$set" "$m" "${ran[@]}"; fi
+            continue
+        fi
         # The bridge alone (none), when it ran in this invocation, is every mode's
         # baseline for the victim's latency: same M, same senders, minutes apart at most.
         bridge_sink=""
@@ -469,6 +637,12 @@ for set in $sets; do
         done
     done
 done
-"$pspat_bin" experiment plot "$csv" "$out" >/dev/null
-echo "results: $csv, $shares_csv; plots: $out/*.svg" >&2
-"$pspat_bin" experiment summary "$csv"
+if [ -s "$csv" ]; then
+    "$pspat_bin" experiment plot "$csv" "$out" >/dev/null
+    echo "results: $csv, $shares_csv; plots: $out/*.svg" >&2
+    "$pspat_bin" experiment summary "$csv"
+fi
+if [ -s "$trees_txt" ]; then
+    echo "tree set: $trees_csv, $trees_txt; figures: $out/tree-*.svg" >&2
+    cat "$trees_txt"
+fi

@@ -9,9 +9,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use pspat_expkit::csv::Point;
+use pspat_expkit::tree_compare::Capacity;
 use pspat_expkit::{
-    csv, figures, CpuUse, GenConfig, GenReport, Generator, Row, RowSpec, Sink, SinkConfig,
-    SinkError, SinkReport, VictimFigures,
+    csv, figures, meter, tree_compare, CpuUse, GenConfig, GenReport, Generator, KitTree, Row,
+    RowSpec, Sink, SinkConfig, SinkError, SinkReport, TreeRun, VictimFigures,
 };
 use pspat_io::cpu::CpuList;
 use pspat_units::{parse_bandwidth, parse_bytes, parse_duration, parse_packet_rate};
@@ -41,6 +42,15 @@ pub struct GenArgs {
     /// Packets per second per greedy sender; 0: as fast as possible.
     #[arg(long, value_name = "PPS", default_value = "0", value_parser = parse_packet_rate)]
     rate: f64,
+    /// Packets per second of each greedy sender in turn, one per sender (0: as fast as
+    /// possible), instead of --rate.
+    #[arg(long, value_name = "PPS,...", value_delimiter = ',', value_parser = parse_packet_rate,
+          conflicts_with = "rate")]
+    rates: Vec<f64>,
+    /// Threads the greedy senders share (sender i in thread i mod T, each thread taking
+    /// its senders in turn); 0: a thread per sender. The victim has its own.
+    #[arg(long, value_name = "T", default_value_t = 0)]
+    threads: u32,
     /// Packets per second of the victim sender (client M); 0: no victim.
     #[arg(long, value_name = "PPS", default_value = "0", value_parser = parse_packet_rate)]
     victim_rate: f64,
@@ -88,6 +98,9 @@ pub struct SinkArgs {
     /// Pin the receiving thread to this CPU.
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
+    /// List every datagram counted (receive time, client, length) in the JSON report.
+    #[arg(long)]
+    trace: bool,
     /// Write the report as JSON to FILE (`-`: stdout, instead of the table).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -104,6 +117,83 @@ pub enum ExperimentCmd {
     /// Prints a results CSV as one table per set: rates, share error, victim latency (and
     /// what it adds to the bridge alone's), CPU per forwarded packet.
     Summary(SummaryArgs),
+    /// The `tree` set: a pspat configuration's tree of classes as Linux TC HTB, its
+    /// reference allocation, and runs of it compared.
+    #[command(subcommand)]
+    Tree(TreeCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TreeCmd {
+    /// Prints the configuration's tree as HTB on a device, a `tc -batch` file: the same
+    /// rates, ceils, bursts and prios, quanta in proportion to the weights, a pfifo of the
+    /// queue's limit under each leaf, a u32 filter from each sender's UDP source port to
+    /// the leaf pspat's rules send it to.
+    Htb(TreeHtbArgs),
+    /// Prints each class's reference allocation (HTB's model as a fluid allocation) of
+    /// what a run's senders offered.
+    Reference(TreeReferenceArgs),
+    /// Sets runs of one tree side by side (the first against the second, each against the
+    /// reference allocation of what its senders offered, every class's one-second windows
+    /// and bursts against its ceil), prints a table and the acceptance lines.
+    Compare(TreeCompareArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TreeHtbArgs {
+    /// The pspat configuration (one tree of classes).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The senders' UDP source ports.
+    #[arg(long, value_name = "PORT,...", value_delimiter = ',', required = true)]
+    ports: Vec<u16>,
+    /// The device HTB goes on.
+    #[arg(long, value_name = "DEV", default_value = "r1")]
+    dev: String,
+}
+
+#[derive(Args, Debug)]
+pub struct TreeReferenceArgs {
+    /// The pspat configuration (one tree of classes).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// udpgen's JSON report: what each sender offered, from which port.
+    #[arg(long, value_name = "FILE")]
+    gen: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct TreeCompareArgs {
+    /// The tree's name (the CSV's `tree` column, the figure's title).
+    #[arg(long, value_name = "NAME")]
+    tree: String,
+    /// The pspat configuration (one tree of classes).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// A run: its mode and the directory of its udpgen and udpsink reports (gen.json and
+    /// sink.json, the sink's with --trace for the windows and bursts). The first run is
+    /// set against the second.
+    #[arg(long, value_name = "MODE=DIR", required = true, value_parser = parse_run)]
+    run: Vec<(String, PathBuf)>,
+    /// Append one line per run and class to this CSV (created with its header line).
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Draw the leaves' throughput (reference and each run) into this SVG.
+    #[arg(long, value_name = "FILE")]
+    figure: Option<PathBuf>,
+    /// Compute each run's reference on a link of what it delivered in all, not on the
+    /// tree's link: for a shaper that is itself the bottleneck (the CPU, not the link).
+    #[arg(long)]
+    at_delivered: bool,
+}
+
+fn parse_run(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((mode, dir)) if !mode.is_empty() && !dir.is_empty() => {
+            Ok((mode.to_owned(), PathBuf::from(dir)))
+        }
+        _ => Err(format!("'{s}': expected MODE=DIR")),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -188,6 +278,8 @@ pub fn udpgen(a: GenArgs) -> Result<()> {
         duration: a.duration,
         src_port_base: a.src_port_base,
         rate_pps: a.rate,
+        rates_pps: a.rates,
+        threads: a.threads,
         victim_rate_pps: a.victim_rate,
         victim_port: a.victim_port,
         victim_len: a.victim_len,
@@ -247,6 +339,7 @@ pub fn udpsink(a: SinkArgs) -> Result<()> {
         busy_poll: a.busy_poll,
         spin: Duration::from_micros(a.spin_us),
         cpu: a.cpu,
+        trace: a.trace,
     };
     // A socket's error names the address, not the tool: say which.
     let err = |e| match e {
@@ -330,6 +423,78 @@ pub fn experiment(cmd: ExperimentCmd) -> Result<()> {
             Ok(())
         }
         ExperimentCmd::Summary(a) => emit(&summary(&csv::read_results(&a.csv)?)),
+        ExperimentCmd::Tree(cmd) => tree(cmd),
+    }
+}
+
+/// The configuration at `path`'s tree, its senders from `ports`.
+fn kit_tree(path: &Path, ports: &[u16]) -> Result<KitTree> {
+    let config = pspat_config::parse_file(path)?;
+    KitTree::from_config(&config, ports).with_context(|| path.display().to_string())
+}
+
+/// The source ports of `gen`'s senders, in order.
+fn ports_of(gen: &GenReport) -> Vec<u16> {
+    gen.flows.iter().map(|f| f.src_port).collect()
+}
+
+fn tree(cmd: TreeCmd) -> Result<()> {
+    match cmd {
+        TreeCmd::Htb(a) => {
+            let t = kit_tree(&a.config, &a.ports)?;
+            emit(t.htb(&a.dev).trim_end())
+        }
+        TreeCmd::Reference(a) => {
+            let gen = GenReport::read(&a.gen)?;
+            let t = kit_tree(&a.config, &ports_of(&gen))?;
+            let offered = meter::offered_bps(&t, &gen)?;
+            let got = t.reference(&offered);
+            let mut leaf_offered = vec![0.0; t.classes.len()];
+            for (&(_, leaf), o) in t.ports.iter().zip(&offered) {
+                leaf_offered[leaf] += o;
+            }
+            let rows: Vec<Vec<String>> = (0..t.classes.len())
+                .map(|k| tree_compare::settings_row(&t, k, leaf_offered[k], got[k]))
+                .collect();
+            emit(&table::render(
+                &tree_compare::SETTINGS,
+                &rows,
+                &[2, 3, 4, 5, 6, 7],
+            ))
+        }
+        TreeCmd::Compare(a) => {
+            let mut runs = Vec::new();
+            let mut tree: Option<KitTree> = None;
+            for (mode, dir) in &a.run {
+                let gen = GenReport::read(&dir.join("gen.json"))?;
+                let sink = SinkReport::read(&dir.join("sink.json"))?;
+                let t = match &tree {
+                    Some(t) => t,
+                    None => tree.insert(kit_tree(&a.config, &ports_of(&gen))?),
+                };
+                let capacity = if a.at_delivered {
+                    Capacity::Delivered
+                } else {
+                    Capacity::Link
+                };
+                let run = TreeRun::new(t, mode, &gen, &sink, capacity)
+                    .with_context(|| format!("the {mode} run in {}", dir.display()))?;
+                runs.push(run);
+            }
+            let t = tree.expect("at least one run");
+            if let Some(path) = &a.csv {
+                tree_compare::append_csv(path, &a.tree, &t, &runs)?;
+            }
+            if let Some(path) = &a.figure {
+                tree_compare::figure(path, &a.tree, &t, &runs)?;
+            }
+            let mut out = tree_compare::table(&a.tree, &t, &runs);
+            for line in tree_compare::verdicts(&a.tree, &t, &runs) {
+                out += &line;
+                out.push('\n');
+            }
+            emit(out.trim_end())
+        }
     }
 }
 

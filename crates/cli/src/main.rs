@@ -101,7 +101,8 @@ stderr once the socket is bound.",
 --idle 1 --busy-poll --json sink.json"
     )]
     Udpsink(expkit::SinkArgs),
-    /// The shaper experiment kit's analysis: results CSV rows, plots and the summary.
+    /// The shaper experiment kit's analysis: results CSV rows, plots and the summary;
+    /// the `tree` set's HTB twin, reference allocation and comparison.
     Experiment {
         #[command(subcommand)]
         what: expkit::ExperimentCmd,

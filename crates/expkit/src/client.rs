@@ -123,6 +123,7 @@ mod tests {
             },
             payload_len: 58,
             recv_ns,
+            kernel_ns: None,
         }
     }
 

@@ -158,7 +158,8 @@ pub fn append_shares(path: &Path, row: &Row) -> Result<(), AnalysisError> {
     append(path, &SHARE_COLUMNS, &row.share_lines())
 }
 
-fn append(path: &Path, header: &[&str], lines: &[String]) -> Result<(), AnalysisError> {
+/// Appends `lines` to the CSV at `path` (created, with `header`, if missing or empty).
+pub(crate) fn append(path: &Path, header: &[&str], lines: &[String]) -> Result<(), AnalysisError> {
     let open = |source| AnalysisError::Open {
         path: path.to_owned(),
         source,

@@ -24,6 +24,37 @@ pub struct Invalid {
     pub reason: String,
 }
 
+/// A configuration the kit's `tree` set cannot use ([`crate::tree::KitTree::from_config`]).
+#[derive(Debug, thiserror::Error)]
+pub enum TreeSetError {
+    /// The configuration is refused by pspat itself.
+    #[error(transparent)]
+    Config(#[from] pspat_config::ConfigError),
+    /// Not exactly one tree of classes.
+    #[error("the configuration has {0} trees of classes: the tree set takes one")]
+    NotOneTree(usize),
+    /// Something the generated HTB tree would not mean the same by.
+    #[error("the tree set's HTB twin: {0}")]
+    Unsupported(String),
+    /// A sender's port that the rules send to no leaf of the tree.
+    #[error("port {0} goes to no leaf of the tree")]
+    PortNotInTree(u16),
+}
+
+/// A run's reports that do not fit its tree ([`crate::meter`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum MeterError {
+    /// A sender's port that no leaf of the tree takes.
+    #[error("sender port {0} goes to no leaf of the tree")]
+    PortNotInTree(u16),
+    /// A client the sink counted that the generator did not report.
+    #[error("the sink counted client {0}, which no sender was")]
+    UnknownClient(u32),
+    /// A port of the tree that no sender sent from.
+    #[error("no sender sent from port {0}")]
+    NoSender(u16),
+}
+
 /// Why [`crate::Generator::open`] or [`crate::Generator::run`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GenError {
@@ -35,6 +66,14 @@ pub enum GenError {
     PortsPastEnd {
         /// `--src-port-base`.
         base: u16,
+        /// `--senders`.
+        senders: u32,
+    },
+    /// `--rates` does not give one rate per sender.
+    #[error("--rates: {rates} rates for {senders} senders")]
+    RatesCount {
+        /// Rates given.
+        rates: usize,
         /// `--senders`.
         senders: u32,
     },
@@ -111,6 +150,7 @@ impl GenError {
             self,
             GenError::Invalid(_)
                 | GenError::PortsPastEnd { .. }
+                | GenError::RatesCount { .. }
                 | GenError::VictimPortPastEnd { .. }
                 | GenError::VictimPortTaken { .. }
                 | GenError::NoVictim

@@ -2,6 +2,7 @@
 
 use crate::gen_report::{GenReport, SenderReport};
 use crate::sink_report::{ClientReport, Latency, SinkReport};
+use crate::tree::KitTree;
 
 /// A generator report: `senders` greedy senders (and a victim, client M) that each sent
 /// `packets` of `len` bytes in `elapsed_s` seconds.
@@ -54,5 +55,33 @@ pub(crate) fn sink(counts: &[(u32, u64)]) -> SinkReport {
             .collect(),
         total_packets: counts.iter().map(|c| c.1).sum(),
         total_pps: 0.0,
+        trace: Vec::new(),
     }
+}
+
+/// A two-level tree on a 50 Mbit/s link: A (held at 20 by its ceil) over two greedy
+/// leaves of weights 1 and 3, B over a leaf held by its ceil and a paced one.
+pub(crate) const TWO_LEVEL: &str = "\
+    pipe 1 config bw 50Mbit/s\n\
+    sched 1 config type wf2q+\n\
+    sched 10 config type wf2q+ parent 1 rate 20Mbit/s ceil 20Mbit/s\n\
+    sched 11 config type fifo parent 10 rate 5Mbit/s weight 1\n\
+    sched 12 config type fifo parent 10 rate 5Mbit/s weight 3 prio 1\n\
+    sched 20 config type wf2q+ parent 1 rate 30Mbit/s\n\
+    sched 21 config type fifo parent 20 rate 10Mbit/s ceil 13Mbit/s cburst 5000\n\
+    sched 22 config type fifo parent 20 rate 10Mbit/s\n\
+    queue 11 config sched 11 queue 100\n\
+    queue 12 config sched 12 queue 100\n\
+    queue 21 config sched 21 queue 50\n\
+    queue 22 config sched 22 queue 100\n\
+    add 100 queue 11 udp from any 10000 to any\n\
+    add 200 queue 12 udp from any 10001 to any\n\
+    add 300 queue 21 udp from any 10002 to any\n\
+    add 400 queue 22 udp from any 10003 to any\n\
+    add 500 queue 22 udp from any 10004 to any\n";
+
+/// [`TWO_LEVEL`] with senders from ports 10000..=10004 (the last two to sched 22).
+pub(crate) fn two_level() -> KitTree {
+    let c = pspat_config::parse_ipfw(TWO_LEVEL, "two-level").unwrap();
+    KitTree::from_config(&c, &[10000, 10001, 10002, 10003, 10004]).unwrap()
 }

@@ -15,6 +15,7 @@
 //! returned), each sends until the duration is over (see [`crate::sender`] for pacing),
 //! and returns the [`GenReport`].
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use pspat_io::{cpu, Backend, Sender};
 use crate::error::GenError;
 use crate::gen_report::GenReport;
 use crate::limits;
-use crate::sender::{send_loop, StartGate};
+use crate::sender::{send_loop, StartGate, ThreadFlows};
 use pspat_io::cpu::CpuList;
 
 /// The generator's settings.
@@ -47,6 +48,12 @@ pub struct GenConfig {
     pub src_port_base: u16,
     /// Packets per second per greedy sender, up to 1e8; 0: as fast as possible.
     pub rate_pps: f64,
+    /// Packets per second of each greedy sender in turn (0: as fast as possible), instead
+    /// of `rate_pps` for all: empty, or one rate per sender.
+    pub rates_pps: Vec<f64>,
+    /// Threads the greedy senders share, sender i in thread i mod T (each thread takes
+    /// its senders in turn), up to M; 0: a thread per sender. The victim has its own.
+    pub threads: u32,
     /// Packets per second of the victim sender (client M); 0: no victim.
     pub victim_rate_pps: f64,
     /// Source port of the victim; `None`: base + M (kernel-chosen with base 0).
@@ -69,6 +76,8 @@ impl GenConfig {
             duration,
             src_port_base: 10000,
             rate_pps: 0.0,
+            rates_pps: Vec::new(),
+            threads: 0,
             victim_rate_pps: 0.0,
             victim_port: None,
             victim_len: None,
@@ -83,8 +92,29 @@ impl GenConfig {
         let len = limits::wire_len("--len", self.len)?;
         limits::run_time("--duration", self.duration)?;
         let rate_pps = limits::rate_pps("--rate", self.rate_pps)?;
+        let rates = self
+            .rates_pps
+            .iter()
+            .map(|&r| limits::rate_pps("--rates", r))
+            .collect::<Result<Vec<f64>, _>>()?;
+        if !rates.is_empty() && rates.len() != m as usize {
+            return Err(GenError::RatesCount {
+                rates: rates.len(),
+                senders: m,
+            });
+        }
         let victim_rate_pps = limits::rate_pps("--victim-rate", self.victim_rate_pps)?;
         let base = self.src_port_base;
+        if self.threads > m {
+            return Err(GenError::Invalid(crate::error::Invalid {
+                option: "--threads",
+                value: self.threads.to_string(),
+                reason: format!("more than the {m} senders"),
+            }));
+        }
+        // greedy sender i runs in thread i mod t, the victim in thread t; a thread's CPU
+        // is the (thread mod n)-th of the list
+        let t = if self.threads == 0 { m } else { self.threads };
         let cpu_of = |i: u32| self.cpus.as_ref().and_then(|c| c.of(i as usize));
         if base != 0 && u32::from(base) + m - 1 > 65535 {
             return Err(GenError::PortsPastEnd { base, senders: m });
@@ -95,8 +125,9 @@ impl GenConfig {
                 victim: false,
                 port: if base == 0 { 0 } else { base + i as u16 },
                 len,
-                rate_pps,
-                cpu: cpu_of(i),
+                rate_pps: rates.get(i as usize).copied().unwrap_or(rate_pps),
+                thread: i % t,
+                cpu: cpu_of(i % t),
             })
             .collect();
         if victim_rate_pps > 0.0 {
@@ -128,7 +159,8 @@ impl GenConfig {
                 port,
                 len,
                 rate_pps: victim_rate_pps,
-                cpu: cpu_of(m),
+                thread: t,
+                cpu: cpu_of(t),
             });
         } else if self.victim_port.is_some() || self.victim_len.is_some() {
             return Err(GenError::NoVictim);
@@ -150,7 +182,9 @@ pub struct SenderPlan {
     pub len: u32,
     /// Paced rate, packets/s (0: as fast as possible).
     pub rate_pps: f64,
-    /// CPU it pins itself to.
+    /// The thread it runs in (of those the generator starts, from 0).
+    pub thread: u32,
+    /// CPU its thread pins itself to.
     pub cpu: Option<usize>,
 }
 
@@ -169,7 +203,7 @@ impl SenderPlan {
         if self.victim {
             "udpgen-victim".to_owned()
         } else {
-            format!("udpgen-{}", self.client)
+            format!("udpgen-{}", self.thread)
         }
     }
 }
@@ -229,17 +263,23 @@ impl Generator {
             senders,
         } = self;
         let duration = config.duration;
-        let handles = start_together(plans.into_iter().zip(senders), |(p, s), gate| {
+        let mut threads: BTreeMap<u32, ThreadFlows> = BTreeMap::new();
+        for (p, s) in plans.into_iter().zip(senders) {
+            threads.entry(p.thread).or_default().push((p, s));
+        }
+        let handles = start_together(threads.into_values(), |flows, gate| {
             std::thread::Builder::new()
-                .name(p.thread_name())
-                .spawn(move || send_loop(&p, s, &gate, duration))
+                .name(flows[0].0.thread_name())
+                .spawn(move || send_loop(flows, &gate, duration))
         })
         .map_err(GenError::Spawn)?;
-        let mut flows = Vec::with_capacity(handles.len());
+        let mut flows = Vec::new();
         for h in handles {
             let sent = h.join().map_err(|_| GenError::Panicked)?;
-            flows.push(sent.expect("every thread started: the gate was not cancelled")?);
+            flows.extend(sent.expect("every thread started: the gate was not cancelled")?);
         }
+        // greedy senders in order, then the victim
+        flows.sort_by_key(|f| (f.victim, f.client));
         Ok(GenReport::new(
             config.dest.to_string(),
             config.senders,
@@ -299,6 +339,33 @@ mod tests {
         assert_eq!(cpus, [Some(0), Some(1), Some(0), Some(1)]);
         c.src_port_base = 0;
         assert!(c.plan().unwrap().iter().all(|p| p.port == 0));
+        // A rate per sender, the victim's its own.
+        c.rates_pps = vec![10.0, 0.0, 30.0];
+        let rates: Vec<f64> = c.plan().unwrap().iter().map(|p| p.rate_pps).collect();
+        assert_eq!(rates, [10.0, 0.0, 30.0, 100.0]);
+        // Threads: a thread per sender, or senders sharing T, the victim apart.
+        let threads = |c: &GenConfig| -> Vec<(u32, Option<usize>)> {
+            c.plan()
+                .unwrap()
+                .iter()
+                .map(|p| (p.thread, p.cpu))
+                .collect()
+        };
+        assert_eq!(
+            threads(&c),
+            [(0, Some(0)), (1, Some(1)), (2, Some(0)), (3, Some(1))]
+        );
+        c.threads = 2;
+        assert_eq!(
+            threads(&c),
+            [(0, Some(0)), (1, Some(1)), (0, Some(0)), (2, Some(0))]
+        );
+        c.threads = 4;
+        let e = c.plan().unwrap_err();
+        assert!(
+            e.is_usage() && e.to_string() == "--threads 4: more than the 3 senders",
+            "{e}"
+        );
     }
 
     #[test]
@@ -325,6 +392,14 @@ mod tests {
         c.victim_len = Some(60);
         let e = c.plan().unwrap_err().to_string();
         assert!(e.starts_with("--victim-len 60: outside 82..="), "{e}");
+        let mut c = config();
+        c.senders = 2;
+        c.rates_pps = vec![1.0];
+        let e = c.plan().unwrap_err();
+        assert!(e.is_usage(), "{e}");
+        assert_eq!(e.to_string(), "--rates: 1 rates for 2 senders");
+        c.rates_pps = vec![1.0, -1.0];
+        assert!(c.plan().unwrap_err().to_string().starts_with("--rates -1"));
         let mut c = config();
         c.senders = 0;
         assert!(c.plan().unwrap_err().to_string().contains("--senders 0"));

@@ -1,8 +1,9 @@
 //! pspat-expkit: the shaper experiment kit's traffic tools (`experiments/shaper/run.sh`) as
 //! a library: a UDP generator of M senders and a victim, a UDP sink that measures what
 //! arrives, and the analysis of their reports (shares against their fair targets, CPU per
-//! packet, the results CSV, the figures). `pspat udpgen`, `pspat udpsink` and
-//! `pspat experiment row|plot|summary` are this crate behind a command line.
+//! packet, the results CSV, the figures; for the `tree` set, trees of classes against HTB
+//! and the reference allocation). `pspat udpgen`, `pspat udpsink` and
+//! `pspat experiment row|plot|summary|tree` are this crate behind a command line.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -42,6 +43,9 @@
 //! | `row.rs` | [`Row`]: one run's figures from the two reports (and the CPU samples, a baseline) |
 //! | `csv.rs` | the results and shares CSVs: line format, appending, the parser |
 //! | `figures.rs` | the four figures per set, drawn by `pspat-plot` |
+//! | `tree.rs` | [`KitTree`]: the `tree` set's tree from a pspat configuration, as HTB, and its reference allocation |
+//! | `meter.rs` | each class's throughput, one-second windows and bursts from a sink's trace |
+//! | `tree_compare.rs` | [`TreeRun`]s of one tree side by side: CSV, table, verdicts, figure |
 //! | `json.rs` | reading a report back |
 //! | `error.rs` | [`GenError`], [`SinkError`], [`AnalysisError`] and their parts |
 //!
@@ -63,17 +67,24 @@ pub mod gen;
 mod gen_report;
 mod json;
 pub mod limits;
+pub mod meter;
 pub mod row;
 mod sender;
 pub mod shares;
 pub mod sink;
 mod sink_report;
+pub mod tree;
+pub mod tree_compare;
 
 pub use cpu::{CpuPerPacket, CpuSample, CpuUse};
-pub use error::{AnalysisError, CpuSampleError, CsvError, GenError, Invalid, SinkError};
+pub use error::{
+    AnalysisError, CpuSampleError, CsvError, GenError, Invalid, MeterError, SinkError, TreeSetError,
+};
 pub use gen::{GenConfig, Generator, SenderPlan};
 pub use gen_report::{GenReport, SenderReport};
 pub use row::{AddedLatency, Row, RowSpec, VictimFigures};
 pub use shares::{Fairness, Share};
 pub use sink::{Sink, SinkConfig};
-pub use sink_report::{ClientReport, Latency, SinkReport};
+pub use sink_report::{Arrival, ClientReport, Latency, SinkReport};
+pub use tree::{KitClass, KitTree};
+pub use tree_compare::TreeRun;

@@ -1,4 +1,4 @@
-//! One sender thread of the generator: pacing and counting.
+//! One sender thread of the generator: pacing and counting, for each of its senders.
 //!
 //! The datagrams go out through the `udp` backend of pspat-io (sendmmsg batches of
 //! [`BATCH`], preallocated headers, a shared run of zeros as padding), the same code the
@@ -11,6 +11,10 @@
 //! yields) otherwise. A packet the kernel refused (an error, or a partial sendmmsg) is not
 //! retried and does not consume a sequence number, so the receiver's gap count measures
 //! loss after the socket only.
+//!
+//! A thread serves one sender, or several (`--threads`): it takes them in turn, each
+//! sending what its own pacing has due (a batch, unpaced), and sleeps only when none has
+//! anything due.
 
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
@@ -84,114 +88,174 @@ impl StartGate {
     }
 }
 
-/// Pins itself, waits at `gate` for the others, then sends until `duration` is over.
-/// `None`: the gate was cancelled (another sender's thread did not start), nothing sent.
+/// The senders one thread serves, each with its socket.
+pub(crate) type ThreadFlows = Vec<(SenderPlan, Box<dyn Sender>)>;
+
+/// Pins itself (to the first plan's CPU), waits at `gate` for the others, then sends for
+/// each of `flows` until `duration` is over, taking them in turn: each due batch of one,
+/// then the next's. `None`: the gate was cancelled (another thread did not start),
+/// nothing sent.
 pub(crate) fn send_loop(
-    p: &SenderPlan,
-    mut sender: Box<dyn Sender>,
+    flows: ThreadFlows,
     gate: &StartGate,
     duration: Duration,
-) -> Option<Result<SenderReport, GenError>> {
-    let pinned = p.cpu.map(|c| (c, cpu::pin_current_thread(c)));
+) -> Option<Result<Vec<SenderReport>, GenError>> {
+    let pinned = flows
+        .first()
+        .and_then(|(p, _)| p.cpu)
+        .map(|c| (c, cpu::pin_current_thread(c)));
     if !gate.wait() {
         return None;
     }
     if let Some((cpu, Err(reason))) = pinned {
         return Some(Err(GenError::Pin {
-            client: p.client,
+            client: flows[0].0.client,
             cpu,
             reason,
         }));
     }
-    Some(send(p, sender.as_mut(), duration))
+    Some(send(flows, duration))
 }
 
-/// Sends until `duration` is over, paced as the module documentation says.
-fn send(
-    p: &SenderPlan,
-    sender: &mut dyn Sender,
-    duration: Duration,
-) -> Result<SenderReport, GenError> {
-    let template = Pkt {
-        len: p.len,
-        client: p.client,
-        flow: p.client,
-        seq: 0,
-        submit_ns: 0,
-        depart_ns: 0,
-    };
-    let mut batch = [template; BATCH];
-    let (mut seq, mut sent, mut released, mut errors) = (0u32, 0u64, 0u64, 0u64);
-    let mut last_error: Option<String> = None;
-    let ns_per_pkt = if p.rate_pps > 0.0 {
-        1e9 / p.rate_pps
-    } else {
-        0.0
-    };
-    let start = clock::now_ns();
-    let deadline = start + duration.as_nanos() as u64;
-    let mut now = start;
-    while now < deadline {
-        let n = if p.rate_pps > 0.0 {
-            // Packet k is due at start + k * ns_per_pkt.
-            let due = ((now - start) as f64 / ns_per_pkt) as u64 + 1;
-            if due <= released {
-                let next = start + (released as f64 * ns_per_pkt) as u64;
-                let wait = next.saturating_sub(now).min(deadline - now);
-                if wait > SLEEP_ABOVE_NS {
-                    std::thread::sleep(Duration::from_nanos(wait - SLEEP_ABOVE_NS / 2));
-                } else {
-                    std::thread::yield_now();
-                }
-                now = clock::now_ns();
-                continue;
-            }
-            ((due - released) as usize).min(BATCH)
-        } else {
-            BATCH
+/// One sender's state in its thread.
+struct Flow {
+    p: SenderPlan,
+    sender: Box<dyn Sender>,
+    batch: [Pkt; BATCH],
+    /// Its next sequence number.
+    seq: u32,
+    /// Packets the kernel took.
+    sent: u64,
+    /// Packets released by the pacing so far (sent or refused).
+    released: u64,
+    errors: u64,
+    last_error: Option<String>,
+    /// ns between its packets; 0: unpaced.
+    ns_per_pkt: f64,
+}
+
+impl Flow {
+    fn new(p: SenderPlan, sender: Box<dyn Sender>) -> Self {
+        let template = Pkt {
+            len: p.len,
+            client: p.client,
+            flow: p.client,
+            seq: 0,
+            submit_ns: 0,
+            depart_ns: 0,
         };
-        for pkt in &mut batch[..n] {
-            pkt.seq = seq;
-            pkt.submit_ns = now;
-            seq = seq.wrapping_add(1);
+        let ns_per_pkt = if p.rate_pps > 0.0 {
+            1e9 / p.rate_pps
+        } else {
+            0.0
+        };
+        Flow {
+            p,
+            sender,
+            batch: [template; BATCH],
+            seq: 0,
+            sent: 0,
+            released: 0,
+            errors: 0,
+            last_error: None,
+            ns_per_pkt,
         }
-        released += n as u64;
-        let ok = match sender.send(&batch[..n]) {
+    }
+
+    /// How many packets are due at `now` (a run started at `start`), at most a batch; 0
+    /// and when the next one is due when none is.
+    fn due(&self, start: u64, now: u64) -> (usize, u64) {
+        if self.ns_per_pkt == 0.0 {
+            return (BATCH, now);
+        }
+        // Packet k is due at start + k * ns_per_pkt.
+        let due = ((now - start) as f64 / self.ns_per_pkt) as u64 + 1;
+        if due <= self.released {
+            let next = start + (self.released as f64 * self.ns_per_pkt) as u64;
+            return (0, next);
+        }
+        (((due - self.released) as usize).min(BATCH), now)
+    }
+
+    /// Sends `n` packets stamped `now`.
+    fn send(&mut self, n: usize, now: u64) -> Result<(), GenError> {
+        for pkt in &mut self.batch[..n] {
+            pkt.seq = self.seq;
+            pkt.submit_ns = now;
+            self.seq = self.seq.wrapping_add(1);
+        }
+        self.released += n as u64;
+        let ok = match self.sender.send(&self.batch[..n]) {
             Ok(k) => k,
             Err(reason) => {
-                if sent == 0 {
+                if self.sent == 0 {
                     // Nothing ever went out: a configuration problem (no route, ...),
                     // not congestion.
                     return Err(GenError::FirstSend {
-                        client: p.client,
-                        port: p.port,
+                        client: self.p.client,
+                        port: self.p.port,
                         reason,
                     });
                 }
-                errors += 1;
-                last_error = Some(reason.to_string());
+                self.errors += 1;
+                self.last_error = Some(reason.to_string());
                 0
             }
         };
         if ok < n {
             // Unsent packets give their sequence numbers back: no false loss at the sink.
-            seq = seq.wrapping_sub((n - ok) as u32);
+            self.seq = self.seq.wrapping_sub((n - ok) as u32);
         }
-        sent += ok as u64;
-        now = clock::now_ns();
+        self.sent += ok as u64;
+        Ok(())
+    }
+
+    fn report(self, elapsed_s: f64) -> SenderReport {
+        SenderReport {
+            client: self.p.client,
+            victim: self.p.victim,
+            src_port: self.p.port,
+            len: self.p.len,
+            rate_pps: self.p.rate_pps,
+            packets: self.sent,
+            wire_bytes: self.sent * u64::from(self.p.len),
+            pps: self.sent as f64 / elapsed_s,
+            send_errors: self.errors,
+            last_error: self.last_error,
+            elapsed_s,
+        }
+    }
+}
+
+/// Sends for every flow until `duration` is over, paced as the module documentation says.
+fn send(flows: ThreadFlows, duration: Duration) -> Result<Vec<SenderReport>, GenError> {
+    let mut flows: Vec<Flow> = flows.into_iter().map(|(p, s)| Flow::new(p, s)).collect();
+    let start = clock::now_ns();
+    let deadline = start + duration.as_nanos() as u64;
+    let mut now = start;
+    while now < deadline {
+        let mut next = u64::MAX;
+        let mut sent_any = false;
+        for f in &mut flows {
+            let (n, at) = f.due(start, now);
+            if n == 0 {
+                next = next.min(at);
+                continue;
+            }
+            f.send(n, now)?;
+            sent_any = true;
+            now = clock::now_ns();
+        }
+        if !sent_any {
+            let wait = next.saturating_sub(now).min(deadline.saturating_sub(now));
+            if wait > SLEEP_ABOVE_NS {
+                std::thread::sleep(Duration::from_nanos(wait - SLEEP_ABOVE_NS / 2));
+            } else {
+                std::thread::yield_now();
+            }
+            now = clock::now_ns();
+        }
     }
     let elapsed_s = (now - start) as f64 / 1e9;
-    Ok(SenderReport {
-        client: p.client,
-        victim: p.victim,
-        src_port: p.port,
-        len: p.len,
-        rate_pps: p.rate_pps,
-        packets: sent,
-        wire_bytes: sent * u64::from(p.len),
-        pps: sent as f64 / elapsed_s,
-        send_errors: errors,
-        last_error,
-        elapsed_s,
-    })
+    Ok(flows.into_iter().map(|f| f.report(elapsed_s)).collect())
 }

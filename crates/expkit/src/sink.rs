@@ -19,6 +19,14 @@
 //! are received and not counted), or to the last datagram with a `measure` of zero. Rates
 //! are over that window. The sink stops after `duration` from the start of
 //! [`Sink::run`], or earlier once `idle` passes with no datagram after the first one.
+//!
+//! With [`SinkConfig::trace`] the report also lists every datagram counted (its arrival
+//! time from the start of the window, its client, its length on the wire), in order of
+//! receipt: what a class's throughput over any interval, and its bursts, are measured
+//! from (`crate::meter`). The arrival time is then the kernel's receive stamp
+//! (SO_TIMESTAMPNS, [`Receiver::kernel_timestamps`]): on a veth pair, when the shaper's
+//! side handed the frame over, before it waited in the receiving host's backlog, socket
+//! queue and the sink's wake-up (which would make datagrams look bunched up).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -29,7 +37,7 @@ use pspat_io::{clock, cpu};
 use crate::client::ClientState;
 use crate::error::SinkError;
 use crate::limits;
-use crate::sink_report::{rate, ClientReport, SinkReport};
+use crate::sink_report::{rate, Arrival, ClientReport, SinkReport};
 
 /// Client numbers above this are counted in `other_packets` only (a garbled header must
 /// not make the sink allocate per-client state for 4 billion clients).
@@ -62,6 +70,9 @@ pub struct SinkConfig {
     /// Pin the receiving thread (the one that calls [`Sink::bind`] and [`Sink::run`]) to
     /// this CPU.
     pub cpu: Option<usize>,
+    /// List every datagram counted in the report ([`SinkReport::trace`]), with the
+    /// kernel's receive stamp as its arrival time.
+    pub trace: bool,
 }
 
 impl SinkConfig {
@@ -77,6 +88,7 @@ impl SinkConfig {
             busy_poll: false,
             spin: Duration::ZERO,
             cpu: None,
+            trace: false,
         }
     }
 
@@ -113,6 +125,9 @@ impl Sink {
             })?;
         }
         let mut rx = Receiver::bind(config.bind)?;
+        if config.trace {
+            rx.kernel_timestamps()?;
+        }
         if config.busy_poll {
             rx.set_nonblocking(true)?;
         }
@@ -138,6 +153,7 @@ impl Sink {
         let mut batch: Vec<Received> = Vec::with_capacity(BATCH);
         let (mut received_total, mut warmup_packets, mut other) = (0u64, 0u64, 0u64);
         let mut first: Option<u64> = None;
+        let mut trace: Vec<Arrival> = Vec::new();
         let (mut last, mut last_counted) = (0u64, 0u64);
         let mut spinning = c.busy_poll;
         loop {
@@ -180,6 +196,13 @@ impl Sink {
                 clients[i]
                     .get_or_insert_with(ClientState::new)
                     .take(r, count);
+                if count && c.trace {
+                    trace.push(Arrival {
+                        t_ns: r.kernel_ns.unwrap_or(now).saturating_sub(t0 + warmup_ns),
+                        client,
+                        len: r.header.wire_len,
+                    });
+                }
             }
             if count {
                 last_counted = now;
@@ -225,6 +248,7 @@ impl Sink {
             total_pps: rate(total_packets, window_s),
             total_packets,
             clients,
+            trace,
         })
     }
 }

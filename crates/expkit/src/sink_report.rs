@@ -73,6 +73,23 @@ pub struct SinkReport {
     pub total_packets: u64,
     /// `total_packets` over the window.
     pub total_pps: f64,
+    /// Every datagram counted, in order of receipt, when the sink was asked for a trace
+    /// (`--trace`); empty otherwise (and absent from the JSON).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<Arrival>,
+}
+
+/// One datagram counted, in a sink's trace.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Arrival {
+    /// When it arrived, ns from the start of the counting window: the kernel's receive
+    /// stamp (or, without one, when its receive call returned; a batch shares that);
+    /// 0 for one stamped before the window started.
+    pub t_ns: u64,
+    /// Its client.
+    pub client: u32,
+    /// Its length on the wire, bytes.
+    pub len: u32,
 }
 
 impl SinkReport {

@@ -170,6 +170,10 @@ pub struct Received {
     /// the datagrams one call returned. It includes the time the datagram waited in the
     /// socket's receive queue.
     pub recv_ns: u64,
+    /// When the kernel received it, engine clock, if the receiver asked for its stamps
+    /// ([`Receiver::kernel_timestamps`]): before it waited in any queue of the receiving
+    /// host (on a veth pair, when the sending side handed it over).
+    pub kernel_ns: Option<u64>,
 }
 
 impl Received {
@@ -231,6 +235,20 @@ impl Receiver {
         self.recv_buffer
     }
 
+    /// Asks the kernel to stamp every datagram when it receives it
+    /// ([`Received::kernel_ns`]; SO_TIMESTAMPNS), so that arrival times do not include
+    /// the waits in the receiving host's queues and in the receiver's wake-up. The kernel
+    /// turns its receive stamps on for the host a moment after the first socket asks (a
+    /// deferred switch): a datagram that arrives before then is stamped when it is read.
+    pub fn kernel_timestamps(&mut self) -> Result<(), SendError> {
+        sys::set_timestamps(self.sock.as_fd()).map_err(|source| SendError::Io {
+            what: "udp receiver: set SO_TIMESTAMPNS".into(),
+            source,
+        })?;
+        self.batch.want_stamps();
+        Ok(())
+    }
+
     /// Makes [`Receiver::recv_batch`] return at once (with 0 when nothing is queued)
     /// instead of waiting up to its timeout: for busy-polling receivers, which spin on it
     /// so that a datagram is taken as soon as it is queued, without a wake-up's latency.
@@ -276,8 +294,11 @@ impl Receiver {
                 what: format!("recvmmsg on {}", self.local_addr()),
                 source,
             })?;
-        let recv_ns = clock::now_ns();
+        // the kernel's stamps are on CLOCK_REALTIME: the offset takes them onto the engine
+        // clock (read for each batch: it moves when the wall clock is set or slewed)
+        let (recv_ns, offset) = clock::now_and_realtime_offset();
         for i in 0..n {
+            let kernel_ns = self.batch.stamp(i).map(|real| real.wrapping_sub(offset));
             let (head, len) = self.batch.datagram(i);
             match payload::decode_header(head).and_then(|h| payload::check_len(&h, len).map(|()| h))
             {
@@ -285,6 +306,7 @@ impl Receiver {
                     header,
                     payload_len: len,
                     recv_ns,
+                    kernel_ns,
                 }),
                 Err(e) => {
                     self.garbled += 1;

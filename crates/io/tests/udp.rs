@@ -97,6 +97,37 @@ fn every_datagram_arrives_whole_with_its_header_in_order() {
 }
 
 #[test]
+fn kernel_timestamps_fall_between_the_send_and_the_receive_call() {
+    let mut rx = loopback_receiver();
+    let backend = Udp::new(rx.local_addr());
+    let mut tx = backend.open(0).unwrap();
+    let mut got = Vec::new();
+    assert_eq!(tx.send(&[pkt(1, 1, 100)]).unwrap(), 1);
+    recv_n(&mut rx, &mut got, 1);
+    assert_eq!(got[0].kernel_ns, None, "no stamps unless asked for");
+    rx.kernel_timestamps().unwrap();
+    // (the kernel turns its receive stamps on a moment later: see kernel_timestamps)
+    std::thread::sleep(Duration::from_millis(50));
+    let before = clock::now_ns();
+    let batch: Vec<Pkt> = (2..2 + BATCH as u32).map(|s| pkt(1, s, 100)).collect();
+    assert_eq!(tx.send(&batch).unwrap(), BATCH);
+    std::thread::sleep(Duration::from_millis(20));
+    recv_n(&mut rx, &mut got, 1 + BATCH);
+    assert_eq!(got.len(), 1 + BATCH);
+    for r in &got[1..] {
+        let k = r.kernel_ns.expect("a stamp");
+        // Stamped when loopback received it, before the receive call, which came at
+        // least 20 ms later (give or take the clocks' offset, read per batch).
+        assert!(k + 1_000_000 >= before, "{k} before {before}");
+        assert!(
+            k + 10_000_000 <= r.recv_ns,
+            "{k} not 20 ms before {}",
+            r.recv_ns
+        );
+    }
+}
+
+#[test]
 fn no_receiver_is_not_an_error() {
     // A loopback port nobody listens on: the kernel answers each datagram with an ICMP
     // port unreachable. On a connected socket that would fail the next send with

@@ -47,28 +47,8 @@ pub(super) fn inet_socket() -> io::Result<OwnedFd> {
     socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
 }
 
-/// setsockopt(2) with a plain-data value `T` (an integer or a C struct).
-pub(super) fn set_opt<T: Copy>(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-) -> io::Result<()> {
-    // SAFETY: `value` points to a live `T` of the size passed; the kernel only reads it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (value as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
+/// setsockopt(2) with a plain-data value (one home for it: `crate::sys`).
+pub(super) use crate::sys::set_opt;
 
 /// setsockopt(2) with an `int` value.
 pub(super) fn set_int(

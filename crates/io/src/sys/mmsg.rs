@@ -192,8 +192,18 @@ pub(crate) struct RecvBatch {
     bufs: Box<[[u8; RECV_KEEP]]>,
     iovs: Box<[libc::iovec]>,
     msgs: Box<[libc::mmsghdr]>,
+    /// Each message's control buffer (u64 words: aligned as a cmsghdr must be), given to
+    /// the kernel only when `stamps` is set.
+    ctrls: Box<[[u64; CTRL_WORDS]]>,
+    /// Whether to ask for control data: the socket has SO_TIMESTAMPNS on
+    /// ([`set_timestamps`]).
+    stamps: bool,
     got: usize,
 }
+
+/// Words of a message's control buffer: room for one SCM_TIMESTAMPNS (a cmsghdr and a
+/// timespec, 32 bytes on 64-bit Linux) and more.
+const CTRL_WORDS: usize = 8;
 
 // SAFETY: as for SendBatch: the raw pointers inside `iovs` and `msgs` point only into this
 // value's own heap allocations, are rewritten from `&mut self` before each system call and
@@ -207,8 +217,16 @@ impl RecvBatch {
             bufs: vec![[0; RECV_KEEP]; capacity].into_boxed_slice(),
             iovs: vec![EMPTY_IOV; capacity].into_boxed_slice(),
             msgs: zeroed_mmsghdrs(capacity),
+            ctrls: vec![[0; CTRL_WORDS]; capacity].into_boxed_slice(),
+            stamps: false,
             got: 0,
         }
+    }
+
+    /// Asks each later [`RecvBatch::recv`] for the kernel's receive timestamps (the
+    /// socket must have SO_TIMESTAMPNS on: [`set_timestamps`]).
+    pub(crate) fn want_stamps(&mut self) {
+        self.stamps = true;
     }
 
     /// Waits for one datagram (as long as the socket's SO_RCVTIMEO allows), then takes
@@ -224,13 +242,20 @@ impl RecvBatch {
                 iov_len: RECV_KEEP,
             };
             single_iov(&mut self.msgs[i], &mut self.iovs[i]);
+            if self.stamps {
+                let h = &mut self.msgs[i].msg_hdr;
+                h.msg_control = self.ctrls[i].as_mut_ptr().cast();
+                h.msg_controllen = size_of::<[u64; CTRL_WORDS]>() as _;
+            }
         }
         loop {
             // SAFETY: `msgs[..n]` are initialised mmsghdrs whose iovecs (set just above)
             // each describe one writable RECV_KEEP-byte buffer owned by `self`; no name
-            // or control buffer is given. The kernel writes at most iov_len bytes into
-            // each buffer and the lengths and flags inside `msgs`, all owned through
-            // `&mut self`. A null timeout is allowed (SO_RCVTIMEO bounds the wait).
+            // is given, and a control buffer only with `stamps`: each message's own
+            // `ctrls[i]`, owned by `self`, of the length given. The kernel writes at most
+            // iov_len bytes into each buffer, at most msg_controllen into each control
+            // buffer, and the lengths and flags inside `msgs`, all owned through `&mut
+            // self`. A null timeout is allowed (SO_RCVTIMEO bounds the wait).
             let rc = unsafe {
                 libc::recvmmsg(
                     fd.as_raw_fd(),
@@ -262,6 +287,70 @@ impl RecvBatch {
         let len = self.msgs[i].msg_len as usize;
         (&self.bufs[i][..len.min(RECV_KEEP)], len)
     }
+
+    /// The kernel's receive timestamp of datagram `i` of the last [`RecvBatch::recv`],
+    /// CLOCK_REALTIME ns, if it came with one (see [`RecvBatch::want_stamps`]).
+    ///
+    /// Panics if `i` is not below what the last `recv` returned.
+    pub(crate) fn stamp(&self, i: usize) -> Option<u64> {
+        assert!(i < self.got);
+        if !self.stamps {
+            return None;
+        }
+        let h = &self.msgs[i].msg_hdr;
+        // SAFETY: `h` is the header the last recvmmsg filled in: its msg_control points
+        // at `ctrls[i]` (owned by `self`, not moved since) and its msg_controllen is what
+        // the kernel wrote there, at most that buffer's length. CMSG_FIRSTHDR and
+        // CMSG_NXTHDR stay within msg_control..msg_control + msg_controllen and return
+        // null past it; each cmsghdr they return lies wholly inside the buffer, which is
+        // aligned for it (u64 words).
+        let mut c = unsafe { libc::CMSG_FIRSTHDR(h) };
+        while !c.is_null() {
+            // SAFETY: `c` is a non-null cmsghdr inside the control buffer (above).
+            let cm = unsafe { &*c };
+            if cm.cmsg_level == libc::SOL_SOCKET && cm.cmsg_type == libc::SCM_TIMESTAMPNS {
+                // SAFETY: an SCM_TIMESTAMPNS message carries one timespec right after its
+                // header, inside the buffer (the kernel wrote cmsg_len bytes); read
+                // unaligned, as CMSG_DATA promises no more than byte alignment.
+                let ts: libc::timespec =
+                    unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(c).cast()) };
+                return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            // SAFETY: `h` and `c` as above.
+            c = unsafe { libc::CMSG_NXTHDR(h, c) };
+        }
+        None
+    }
+}
+
+/// Turns on SO_TIMESTAMPNS: the kernel stamps each datagram when it is received (on
+/// CLOCK_REALTIME) and hands the stamp over as control data ([`RecvBatch::stamp`]).
+pub(crate) fn set_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    set_opt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &on)
+}
+
+/// setsockopt(2) with a plain-data value `T` (an integer or a C struct).
+pub(crate) fn set_opt<T: Copy>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` points to a live `T` of the size passed; the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Reads an integer socket option.
@@ -293,18 +382,6 @@ pub(crate) fn getsockopt_int(
 /// `net.core.rmem_max` and doubles it for its bookkeeping). Returns the size granted.
 pub(crate) fn set_rcvbuf(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
     let want = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the option value is a c_int that lives across the call, with its size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&want as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &want)?;
     Ok(getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize)
 }

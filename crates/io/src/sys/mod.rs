@@ -16,4 +16,6 @@ pub(crate) use affinity::{allowed_cpus, pin_current_thread, set_timer_slack};
 pub(crate) use clock::{monotonic_ns, realtime_ns};
 pub(crate) use link::{flags_of, index_of};
 pub(crate) use membarrier::{private_expedited, register_private_expedited};
-pub(crate) use mmsg::{getsockopt_int, set_rcvbuf, single_iov, RecvBatch, SendBatch};
+pub(crate) use mmsg::{
+    getsockopt_int, set_opt, set_rcvbuf, set_timestamps, single_iov, RecvBatch, SendBatch,
+};

@@ -43,7 +43,7 @@
 
 use thiserror::Error;
 
-use crate::tree::TreeSpec;
+use crate::tree::{ClassSpec, TreeSpec};
 
 /// The weighted max-min fair allocation (water-filling) of `capacity` among senders of
 /// `weights` (each above 0) and `demands` (in the unit of `capacity`, infinite for a greedy
@@ -110,14 +110,7 @@ impl FluidClass {
         spec.classes
             .iter()
             .enumerate()
-            .map(|(i, c)| FluidClass {
-                parent: c.parent,
-                rate: c.rate_bps as f64,
-                ceil: c.ceil_bps.map_or(f64::INFINITY, |b| b as f64),
-                weight: f64::from(c.weight),
-                prio: c.prio,
-                offered: (!inner[i]).then_some(offered[i]),
-            })
+            .map(|(i, c)| FluidClass::of_class(c, (!inner[i]).then_some(offered[i])))
             .collect()
     }
 
@@ -161,6 +154,19 @@ impl FluidClass {
         Self {
             offered: Some(offered),
             ..self
+        }
+    }
+
+    /// Class `c` of a tree spec (its parent, rate, ceil, weight and band; no ceil is an
+    /// infinite one), offering `offered` if it is a leaf (`None` for an inner class).
+    pub fn of_class(c: &ClassSpec, offered: Option<f64>) -> Self {
+        Self {
+            parent: c.parent,
+            rate: c.rate_bps as f64,
+            ceil: c.ceil_bps.map_or(f64::INFINITY, |b| b as f64),
+            weight: f64::from(c.weight),
+            prio: c.prio,
+            offered,
         }
     }
 }
