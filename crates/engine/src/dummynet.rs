@@ -538,7 +538,9 @@ impl Dummynet {
         let inst = self.instances.get(id as usize)?.as_ref()?;
         let (qkey, hash) = queue_key(&self.classes[slot].class, code, key);
         let q = inst.queues.get(&qkey, hash)? as usize;
-        inst.flows.get(q)?.is_some().then_some((id, q))
+        // (a queue whose tree class drained and left has no flow any more)
+        let (f, _) = (*inst.flows.get(q)?)?;
+        inst.sched.flow_stats(f).map(|_| (id, q))
     }
 
     /// Removes an instance that is empty.

@@ -528,6 +528,7 @@ fn changes_under_load_lose_nothing() {
         let mut queued = vec![0u32; spec.classes.len()];
         let mut next = vec![0.0f64; spec.classes.len()];
         let (mut accepted, mut refused, mut sent, mut handed_back) = (0u64, 0u64, 0u64, 0u64);
+        let mut refused_stale = 0u64;
         let mut removed = 0;
         let mut now = 0u64;
         let mut rates_from = 0;
@@ -588,17 +589,24 @@ fn changes_under_load_lose_nothing() {
                     let leaf = ClassSpec::new(format!("n{step}"), parent, "fifo")
                         .weight(1 + rnd(3) as u32);
                     let i = t.add_class(&leaf, false).unwrap();
-                    assert_eq!(i, spec.classes.len());
-                    spec.add(leaf);
-                    inner.push(false);
-                    offers.push(None);
-                    queued.push(0);
-                    next.push(0.0);
-                    bytes.push(0.0);
-                    flows.push(Some(
+                    if i == spec.classes.len() {
+                        spec.add(leaf);
+                        inner.push(false);
+                        offers.push(None);
+                        queued.push(0);
+                        next.push(0.0);
+                        bytes.push(0.0);
+                        flows.push(None);
+                    } else {
+                        // the index of a class removed before
+                        assert_eq!(offers[i], Some(0.0), "{i} was removed");
+                        spec.classes[i] = leaf;
+                        offers[i] = None;
+                    }
+                    flows[i] = Some(
                         t.add_flow(i, FlowParams::weighted(1).with_limit_pkts(64))
                             .unwrap(),
-                    ));
+                    );
                 }
                 if step % 3000 == 0 {
                     // an added leaf goes: its flow (packets handed back), then the class
@@ -614,6 +622,11 @@ fn changes_under_load_lose_nothing() {
                             t.add_flow(c, FlowParams::weighted(1)).is_err(),
                             "a removed class takes no flow"
                         );
+                        // its flow's handle is refused, and counted so, even once the
+                        // index is a new class's
+                        let stale = t.enqueue(now, f, Desc::new(0, len)).unwrap_err();
+                        assert_eq!(stale.reason, pspat_sched::DropReason::UnknownFlow);
+                        refused_stale += 1;
                         offers[c] = Some(0.0);
                         removed += 1;
                     }
@@ -662,12 +675,9 @@ fn changes_under_load_lose_nothing() {
             "seed {seed}: {refused} refused"
         );
         total_removed += removed;
-        let drops = |reason| -> u64 {
-            (0..spec.classes.len())
-                .filter_map(|c| t.leaf_stats(c))
-                .map(|s| s.drops.get(reason))
-                .sum()
-        };
+        // the tree's totals: a removed leaf's counters stay there once its place is a
+        // new leaf's
+        let drops = |reason| -> u64 { t.stats().drops.get(reason) };
         assert_eq!(
             drops(pspat_sched::DropReason::FlowPacketLimit),
             refused,
@@ -677,6 +687,11 @@ fn changes_under_load_lose_nothing() {
             drops(pspat_sched::DropReason::FlowRemoved),
             handed_back,
             "packets of removed flows are counted so"
+        );
+        assert_eq!(
+            t.stats().drops.get(pspat_sched::DropReason::UnknownFlow),
+            refused_stale,
+            "packets for a removed class's flow are counted by the tree"
         );
         // after the changes, the fluid allocation of the tree as it is
         let want = allocate_tree(link as f64, &fluid(&spec, &offers)).unwrap();
@@ -927,6 +942,9 @@ fn configuration_changes_reshape_a_running_tree() {
                 let still: Vec<usize> = (0..new.classes.len())
                     .map(|i| live.index(i).unwrap())
                     .collect();
+                // a class that left the tree took its flow with it (its index may be a
+                // new class's already); one that drains keeps it
+                sources.retain(|_, s| live.sched().flow_stats(s.flow).is_some());
                 for (at, s) in sources.iter_mut() {
                     s.configured &= still.contains(at);
                 }
@@ -951,6 +969,9 @@ fn configuration_changes_reshape_a_running_tree() {
             let before = live.draining().len();
             live.drain();
             drained += before - live.draining().len();
+            if before > live.draining().len() {
+                sources.retain(|_, s| live.sched().flow_stats(s.flow).is_some());
+            }
             if paused && live.draining().is_empty() {
                 // measured after a second of warm-up
                 for s in sources.values_mut() {

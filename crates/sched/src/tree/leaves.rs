@@ -28,6 +28,9 @@ use crate::tree::spec::{ClassSpec, SpecError};
 pub trait Leaves<P> {
     /// Adds a leaf scheduling its flows as `spec` says; returns its index.
     fn add_leaf(&mut self, spec: &ClassSpec) -> Result<u32, SpecError>;
+    /// Makes removed leaf `leaf` ([`Leaves::remove_leaf`]) a new one, as `spec` says; what
+    /// the old one counted stays in [`Leaves::total_stats`].
+    fn replace_leaf(&mut self, leaf: u32, spec: &ClassSpec) -> Result<(), SpecError>;
     /// Creates a flow in leaf `leaf`.
     fn add_flow(&mut self, leaf: u32, params: FlowParams) -> Result<FlowId, FlowError>;
     /// Changes a flow's parameters (as [`Scheduler::update_flow`]).
@@ -59,25 +62,43 @@ pub trait Leaves<P> {
 /// One boxed scheduler per leaf.
 pub struct DynLeaves<P> {
     scheds: Vec<Box<dyn Scheduler<P>>>,
+    /// What the schedulers of replaced leaves counted.
+    retired: SchedStats,
 }
 
 impl<P> DynLeaves<P> {
     /// These schedulers, leaf `i` being `scheds[i]`.
     pub fn new(scheds: Vec<Box<dyn Scheduler<P>>>) -> Self {
-        Self { scheds }
+        Self {
+            scheds,
+            retired: SchedStats::default(),
+        }
     }
+}
+
+/// The scheduler of a leaf class as `spec` says.
+fn build_leaf<P: Packet + Send + 'static>(
+    spec: &ClassSpec,
+) -> Result<Box<dyn Scheduler<P>>, SpecError> {
+    registry::build::<P>(&spec.algorithm, &spec.params, spec.limit_pkts).map_err(|source| {
+        SpecError::Leaf {
+            class: spec.name.clone(),
+            source,
+        }
+    })
 }
 
 impl<P: Packet + Send + 'static> Leaves<P> for DynLeaves<P> {
     fn add_leaf(&mut self, spec: &ClassSpec) -> Result<u32, SpecError> {
-        let s = registry::build::<P>(&spec.algorithm, &spec.params, spec.limit_pkts).map_err(
-            |source| SpecError::Leaf {
-                class: spec.name.clone(),
-                source,
-            },
-        )?;
-        self.scheds.push(s);
+        self.scheds.push(build_leaf(spec)?);
         Ok(self.scheds.len() as u32 - 1)
+    }
+
+    fn replace_leaf(&mut self, leaf: u32, spec: &ClassSpec) -> Result<(), SpecError> {
+        let new = build_leaf(spec)?;
+        let old = std::mem::replace(&mut self.scheds[leaf as usize], new);
+        self.retired.add_sched(&old.stats());
+        Ok(())
     }
 
     fn add_flow(&mut self, leaf: u32, params: FlowParams) -> Result<FlowId, FlowError> {
@@ -138,7 +159,7 @@ impl<P: Packet + Send + 'static> Leaves<P> for DynLeaves<P> {
     }
 
     fn total_stats(&self) -> SchedStats {
-        let mut t = SchedStats::default();
+        let mut t = self.retired.clone();
         for s in &self.scheds {
             t.add_sched(&s.stats());
         }
@@ -225,6 +246,17 @@ impl<P: Packet, A: Policy> Leaves<P> for SharedLeaves<P, A> {
         self.queued.push(0);
         self.limit.push(spec.limit_pkts);
         Ok(self.algs.len() as u32 - 1)
+    }
+
+    fn replace_leaf(&mut self, leaf: u32, spec: &ClassSpec) -> Result<(), SpecError> {
+        // Built at the end, then moved into the removed leaf's place.
+        let at = self.add_leaf(spec)? as usize;
+        let l = leaf as usize;
+        self.algs.swap_remove(l);
+        self.queued.swap_remove(l);
+        self.limit.swap_remove(l);
+        debug_assert_eq!(self.algs.len(), at, "the new leaf took the old one's place");
+        Ok(())
     }
 
     fn add_flow(&mut self, leaf: u32, params: FlowParams) -> Result<FlowId, FlowError> {

@@ -19,9 +19,11 @@
 //! them; a user removes it and adds one under a new name).
 //!
 //! Indices: the running tree numbers its classes in the order they were added (the first
-//! tree's, then each addition), and a removed class's index is never reused, so a handle
-//! ([`super::TreeFlow`]) stays valid across changes. The configuration in force numbers
-//! them its own way: [`LiveTree::index`] maps one to the other.
+//! tree's, then each addition); a removed class's index and memory go to the next class
+//! added, so subscribers coming and going do not grow the tree, and a flow handle
+//! ([`super::TreeFlow`]) of a removed class is refused (it carries its class's
+//! generation). The configuration in force numbers the classes its own way:
+//! [`LiveTree::index`] maps one to the other.
 
 use std::collections::HashMap;
 
@@ -366,5 +368,39 @@ mod tests {
         let (live, draining) = t.class_stats();
         assert_eq!(live[0].sent_pkts, 1, "the site keeps what b sent");
         assert!(draining.is_empty());
+        // b's packet was refused once its index went to another class
+        assert!(t.sched_mut().enqueue(0, f, Desc::new(2, 100)).is_err());
+    }
+
+    #[test]
+    fn classes_coming_and_going_keep_the_tree_its_size() {
+        use crate::{Desc, FlowParams};
+        let mut spec = tree();
+        let mut t = LiveTree::<Desc>::new(&spec).unwrap();
+        for i in 0..1000 {
+            // b's successor: a leaf of a new name each time, with a packet sent through
+            let mut new = spec.clone();
+            new.classes[2].name = format!("b{i}");
+            let e = diff(&spec, &new).unwrap();
+            let now = i * 1_000_000; // 100 bytes a ms: within every rate
+            t.reshape(now, &spec, &new, &e).unwrap();
+            spec = new;
+            let at = t.index(2).unwrap();
+            let f = t
+                .sched_mut()
+                .add_flow(at, FlowParams::weighted(1).with_limit_pkts(4))
+                .unwrap();
+            t.sched_mut().enqueue(now, f, Desc::new(i, 100)).unwrap();
+            assert!(matches!(
+                t.sched_mut().dequeue(now),
+                crate::tree::Dequeued::Packet { .. }
+            ));
+        }
+        assert_eq!(
+            t.sched().spec_len(),
+            3,
+            "the removed classes' places were reused"
+        );
+        assert_eq!(t.sched().stats().sent_pkts, 1000, "and their counters kept");
     }
 }

@@ -46,7 +46,7 @@ use crate::error::{FlowError, Rejected};
 use crate::flow::{FlowId, FlowParams};
 use crate::packet::Packet;
 use crate::registry;
-use crate::stats::{Backlog, DropCounts, FlowStats, SchedStats};
+use crate::stats::{Backlog, DropCounts, DropReason, FlowStats, SchedStats};
 
 use super::discipline::{Disc, Drr, Ent, Qfq, Wf2q};
 use super::gcra::Gcra;
@@ -68,6 +68,8 @@ const RATE_WEIGHT_BITS: u32 = 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TreeFlow {
     node: u32,
+    /// The generation of `node` (its index is reused once its class is removed).
+    gen: u32,
     flow: FlowId,
 }
 
@@ -141,8 +143,11 @@ struct Node {
     parked: bool,
     /// Its weight in its parent's guarantee schedule (0: no rate).
     g_w: u32,
-    /// Removed ([`TreeSched::remove_class`]); its index is not reused.
+    /// Removed ([`TreeSched::remove_class`]); its index goes to the next class added.
     dead: bool,
+    /// Bumped when the class is removed: a flow handle of an earlier class at this index
+    /// is refused.
+    gen: u32,
 }
 
 impl Node {
@@ -164,6 +169,7 @@ impl Node {
             parked: false,
             g_w: 0,
             dead: false,
+            gen: 0,
         }
     }
 
@@ -257,6 +263,13 @@ pub struct TreeSched<P, L = DynLeaves<P>> {
     specs: Vec<ClassSpec>,
     /// Packets queued in all leaves.
     queued: u64,
+    /// Removed classes' nodes, and their leaf or inner slots, for the next classes added.
+    free_nodes: Vec<u32>,
+    free_leaves: Vec<u32>,
+    free_inner: Vec<u32>,
+    /// Packets refused for a flow of a removed class (a stale handle): counted here, as no
+    /// leaf has that flow any more.
+    stale_drops: u64,
     mtu: u32,
     _packets: std::marker::PhantomData<fn(P) -> P>,
 }
@@ -396,6 +409,10 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             leaves,
             specs: spec.classes.clone(),
             queued: 0,
+            free_nodes: Vec::new(),
+            free_leaves: Vec::new(),
+            free_inner: Vec::new(),
+            stale_drops: 0,
             mtu: spec.mtu,
             _packets: std::marker::PhantomData,
         })
@@ -445,12 +462,25 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             .into());
         }
         let flow = self.leaves.add_flow(n.slot, params)?;
-        Ok(TreeFlow { node, flow })
+        Ok(TreeFlow {
+            node,
+            gen: n.gen,
+            flow,
+        })
+    }
+
+    /// The node of `flow` if its class is still the one it was made in.
+    #[inline]
+    fn node_of_flow(&self, flow: TreeFlow) -> Result<&Node, FlowError> {
+        match self.nodes.get(flow.node as usize) {
+            Some(n) if n.gen == flow.gen && !n.dead => Ok(n),
+            _ => Err(FlowError::UnknownFlow(flow.flow)),
+        }
     }
 
     /// Changes a flow's parameters (its weight in its leaf, its limits); its packets stay.
     pub fn update_flow(&mut self, flow: TreeFlow, params: FlowParams) -> Result<(), FlowError> {
-        let leaf = self.nodes[flow.node as usize].slot;
+        let leaf = self.node_of_flow(flow)?.slot;
         self.leaves.update_flow(leaf, flow.flow, params)
     }
 
@@ -459,7 +489,7 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
     /// parent's schedules.
     pub fn remove_flow(&mut self, flow: TreeFlow) -> Result<Vec<P>, FlowError> {
         let c = flow.node;
-        let leaf = self.nodes[c as usize].slot;
+        let leaf = self.node_of_flow(flow)?.slot;
         let was_backlogged = !self.leaves.is_empty(leaf);
         let pkts = self.leaves.remove_flow(leaf, flow.flow)?;
         self.queued -= pkts.len() as u64;
@@ -475,20 +505,28 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
 
     /// Parameters of a flow.
     pub fn flow_params(&self, flow: TreeFlow) -> Option<FlowParams> {
-        let n = self.nodes.get(flow.node as usize)?;
+        let n = self.node_of_flow(flow).ok()?;
         self.leaves.flow_params(n.slot, flow.flow)
     }
 
     /// Counters of a flow.
     pub fn flow_stats(&self, flow: TreeFlow) -> Option<FlowStats> {
-        let n = self.nodes.get(flow.node as usize)?;
+        let n = self.node_of_flow(flow).ok()?;
         self.leaves.flow_stats(n.slot, flow.flow)
     }
 
     /// Queues `pkt` on `flow` at `now` (ns), or hands it back with the reason it was
-    /// dropped (counted by the leaf's scheduler).
+    /// dropped (counted by the leaf's scheduler; a flow of a removed class, `unknown_flow`,
+    /// by the tree).
     pub fn enqueue(&mut self, now: u64, flow: TreeFlow, pkt: P) -> Result<(), Rejected<P>> {
-        let leaf = self.nodes[flow.node as usize].slot;
+        let Ok(n) = self.node_of_flow(flow) else {
+            self.stale_drops += 1;
+            return Err(Rejected {
+                pkt,
+                reason: DropReason::UnknownFlow,
+            });
+        };
+        let leaf = n.slot;
         let was_empty = self.leaves.enqueue(leaf, flow.flow, pkt)?;
         self.queued += 1;
         if was_empty {
@@ -526,7 +564,11 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
             self.charge(c, from_g, len, now);
         }
         Dequeued::Packet {
-            flow: TreeFlow { node: n, flow },
+            flow: TreeFlow {
+                node: n,
+                gen: self.nodes[n as usize].gen,
+                flow,
+            },
             pkt,
         }
     }
@@ -871,24 +913,58 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
                 depth,
             });
         }
+        // A removed class's node and slot if there is one (so that classes coming and
+        // going keep the tree's size), else new ones.
         let slot = if inner {
             let kind = inner_kind(&spec.algorithm).map_err(|e| SpecError::Class {
                 class: name(),
                 source: Box::new(e),
             })?;
-            self.inner.push(Inner::new(kind, 0, false));
-            self.inner.len() as u32 - 1
+            let node = Inner::new(kind, 0, false);
+            match self.free_inner.pop() {
+                Some(i) => {
+                    self.inner[i as usize] = node;
+                    i
+                }
+                None => {
+                    self.inner.push(node);
+                    self.inner.len() as u32 - 1
+                }
+            }
         } else {
-            self.leaves.add_leaf(spec)?
+            match self.free_leaves.last() {
+                Some(&l) => {
+                    self.leaves.replace_leaf(l, spec)?;
+                    self.free_leaves.pop();
+                    l
+                }
+                None => self.leaves.add_leaf(spec)?,
+            }
         };
-        let c = self.nodes.len() as u32;
-        self.nodes.push(Node::new(spec, p, slot, !inner, self.mtu));
-        self.names.push(spec.name.clone());
-        self.g_ents.push(Ent::default());
-        self.e_ents.push(Ent::default());
-        self.stats.push(ClassStats::default());
-        self.timers.grow();
-        self.specs.push(spec.clone());
+        let node = Node::new(spec, p, slot, !inner, self.mtu);
+        let c = match self.free_nodes.pop() {
+            Some(c) => {
+                let i = c as usize;
+                let gen = self.nodes[i].gen;
+                self.nodes[i] = Node { gen, ..node };
+                self.names[i] = spec.name.clone();
+                self.g_ents[i] = Ent::default();
+                self.e_ents[i] = Ent::default();
+                self.stats[i] = ClassStats::default();
+                self.specs[i - 1] = spec.clone();
+                c
+            }
+            None => {
+                self.nodes.push(node);
+                self.names.push(spec.name.clone());
+                self.g_ents.push(Ent::default());
+                self.e_ents.push(Ent::default());
+                self.stats.push(ClassStats::default());
+                self.timers.grow();
+                self.specs.push(spec.clone());
+                self.nodes.len() as u32 - 1
+            }
+        };
         let pi = self.nodes[p as usize].slot as usize;
         let mtu = self.mtu;
         self.inner[pi].band(usize::from(spec.prio)).add_child(
@@ -959,7 +1035,8 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
 
     /// Removes class `class`, which has no classes under it and no packets queued (else
     /// `SpecError::Busy`: remove it once it drained, as a tc user deletes an idle class).
-    /// Its flows go with it; their handles and its index are not valid any more.
+    /// Its flows go with it: their handles are refused from now on (`unknown_flow`), and
+    /// its index and memory go to the next class added.
     pub fn remove_class(&mut self, class: usize) -> Result<(), SpecError> {
         let c = self.node_of(class)?;
         let name = || self.names[c as usize].clone();
@@ -989,9 +1066,15 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
         }
         if is_leaf {
             self.leaves.remove_leaf(slot);
+            self.free_leaves.push(slot);
+        } else {
+            self.free_inner.push(slot);
         }
-        self.nodes[c as usize].dead = true;
-        self.nodes[c as usize].g_w = 0;
+        let node = &mut self.nodes[c as usize];
+        node.dead = true;
+        node.g_w = 0;
+        node.gen = node.gen.wrapping_add(1);
+        self.free_nodes.push(c);
         Ok(())
     }
 
@@ -1039,7 +1122,9 @@ impl<P: Packet, L: Leaves<P>> TreeSched<P, L> {
 
     /// Counters of the whole tree: the sums over its leaves (O(leaves)).
     pub fn stats(&self) -> SchedStats {
-        self.leaves.total_stats()
+        let mut s = self.leaves.total_stats();
+        s.drops.add(DropReason::UnknownFlow, self.stale_drops);
+        s
     }
 
     /// Counters of leaf class `class`'s scheduler (drops by reason, backlog, flows).
