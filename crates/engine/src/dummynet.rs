@@ -273,11 +273,10 @@ impl Dummynet {
                 }
                 match (o.tree.as_deref(), s.tree.as_deref()) {
                     (None, None) => {}
+                    // (Every class's algorithm and parameters were built once when the
+                    // configuration was resolved: what `diff` leaves is the tree's shape.)
                     (Some(old), Some(new)) => {
                         diff(old, new).map_err(|e| format!("{name}: {e}"))?;
-                        // Every class it adds can be built.
-                        InstSched::build(&s.algorithm, &params_of(s), Some(new), 1)
-                            .map_err(|e| format!("{name}: {e}"))?;
                     }
                     _ => {
                         return Err(format!(
