@@ -193,20 +193,26 @@ impl Run {
     /// account; `interrupted` says it stopped before its duration.
     pub fn stop(mut self, interrupted: bool) -> RunReport {
         let sources = self.clients.stop();
-        let elapsed = self.started.elapsed();
+        // The engine threads' CPU, read while they still run.
+        let cpu_secs = self.started.elapsed().as_secs_f64();
         let cpu1 = pspat_io::cpu::threads_cpu_s(ENGINE_THREADS);
         let cpu = cpu1
             .iter()
             .map(|(k, v)| {
                 let used = v - self.cpu0.get(k).unwrap_or(&0.0);
-                (k.clone(), used / elapsed.as_secs_f64())
+                (k.clone(), used / cpu_secs)
             })
             .collect();
         let latencies = (0..self.scenario.tenants.len())
             .map(|t| latency_of(&self.engine, &self.tenant_of, t))
             .collect();
+        let engine = self.engine.stop(false);
+        // The link kept sending what was queued until the engine stopped: the run, and the
+        // rates of what it sent, last until then (on a loaded machine stopping takes tens
+        // of milliseconds).
+        let elapsed = self.started.elapsed();
         RunReport {
-            engine: self.engine.stop(false),
+            engine,
             scenario: self.scenario,
             tenant_of: self.tenant_of,
             first: self.first,
