@@ -11,8 +11,8 @@ use clap::{Args, Subcommand};
 use pspat_expkit::csv::Point;
 use pspat_expkit::tree_compare::Capacity;
 use pspat_expkit::{
-    csv, figures, meter, tree_compare, CpuUse, GenConfig, GenReport, Generator, KitTree, Row,
-    RowSpec, Sink, SinkConfig, SinkError, SinkReport, TreeRun, VictimFigures,
+    csv, figures, tree_compare, CpuUse, GenConfig, GenReport, Generator, KitTree, Row, RowSpec,
+    Sink, SinkConfig, SinkError, SinkReport, TreeRun, VictimFigures,
 };
 use pspat_io::cpu::CpuList;
 use pspat_units::{parse_bandwidth, parse_bytes, parse_duration, parse_packet_rate};
@@ -447,20 +447,7 @@ fn tree(cmd: TreeCmd) -> Result<()> {
         TreeCmd::Reference(a) => {
             let gen = GenReport::read(&a.gen)?;
             let t = kit_tree(&a.config, &ports_of(&gen))?;
-            let offered = meter::offered_bps(&t, &gen)?;
-            let got = t.reference(&offered);
-            let mut leaf_offered = vec![0.0; t.classes.len()];
-            for (&(_, leaf), o) in t.ports.iter().zip(&offered) {
-                leaf_offered[leaf] += o;
-            }
-            let rows: Vec<Vec<String>> = (0..t.classes.len())
-                .map(|k| tree_compare::settings_row(&t, k, leaf_offered[k], got[k]))
-                .collect();
-            emit(&table::render(
-                &tree_compare::SETTINGS,
-                &rows,
-                &[2, 3, 4, 5, 6, 7],
-            ))
+            emit(&tree_compare::reference_table(&t, &gen)?)
         }
         TreeCmd::Compare(a) => {
             let mut runs = Vec::new();

@@ -84,10 +84,7 @@ impl TreeRun {
         capacity: Capacity,
     ) -> Result<Self, MeterError> {
         let per_port = meter::offered_bps(tree, gen)?;
-        let mut offered_bps = vec![0.0; tree.classes.len()];
-        for (&(_, leaf), bps) in tree.ports.iter().zip(&per_port) {
-            offered_bps[leaf] += bps;
-        }
+        let offered_bps = leaf_offered(tree, &per_port);
         let measures = meter::measure(tree, gen, sink)?;
         let link = match capacity {
             Capacity::Link => tree.link_bps as f64,
@@ -210,6 +207,28 @@ fn pct(frac: f64) -> String {
     } else {
         "-".into()
     }
+}
+
+/// What each class of `tree` was offered (bit/s; the sum of its ports' `per_port`, 0 for
+/// an inner class).
+fn leaf_offered(tree: &KitTree, per_port: &[f64]) -> Vec<f64> {
+    let mut offered = vec![0.0; tree.classes.len()];
+    for (&(_, leaf), bps) in tree.ports.iter().zip(per_port) {
+        offered[leaf] += bps;
+    }
+    offered
+}
+
+/// The table of `tree`'s settings, what each leaf was offered in the run `gen` reports,
+/// and the reference allocation of that on the tree's link.
+pub fn reference_table(tree: &KitTree, gen: &GenReport) -> Result<String, MeterError> {
+    let per_port = meter::offered_bps(tree, gen)?;
+    let got = tree.reference(&per_port);
+    let offered = leaf_offered(tree, &per_port);
+    let rows: Vec<Vec<String>> = (0..tree.classes.len())
+        .map(|k| settings_row(tree, k, offered[k], got[k]))
+        .collect();
+    Ok(table::render(&SETTINGS, &rows, &[2, 3, 4, 5, 6, 7]))
 }
 
 /// The headers of [`settings_row`].
